@@ -1,0 +1,107 @@
+"""Shapes crossing the boundary between proxy/ and the compaction engine, and the summariser seam."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from config.settings import CompactionSettings, LiteLLMParams
+from store.models import CompactionEvent
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The client's key for this request. Lives in memory only; never stored, never logged."""
+
+    api_key: str | None
+
+    def __repr__(self) -> str:  # keep keys out of tracebacks and debug output
+        return "Credentials(api_key=<redacted>)"
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """One incoming chat request, as the engine needs it (validated by compaction.messages)."""
+
+    tenant_id: str
+    model: str  # what the client asked for
+    upstream: LiteLLMParams  # resolved model entry params
+    settings: CompactionSettings  # global settings merged with the model entry's overrides
+    context_window: int
+    messages: tuple[dict[str, Any], ...]  # as received (may carry `pinned`)
+    tools: tuple[dict[str, Any], ...] = ()
+    max_reply_tokens: int | None = None  # max_tokens / max_completion_tokens
+    external_conversation_id: str | None = None  # X-Conversation-Id
+    credentials: Credentials = field(default_factory=lambda: Credentials(None))
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Tokens of the forwarded request by category (seed 002, "ocupacao da janela")."""
+
+    system: int = 0
+    anchors: int = 0
+    summaries: int = 0
+    fresh_tail: int = 0  # raw messages
+    tools: int = 0
+    budget: int = 0
+
+    @property
+    def used(self) -> int:
+        return self.system + self.anchors + self.summaries + self.fresh_tail + self.tools
+
+    @property
+    def free(self) -> int:
+        return max(0, self.budget - self.used)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"system": self.system, "anchors": self.anchors, "summaries": self.summaries,
+                "fresh_tail": self.fresh_tail, "tools": self.tools, "free": self.free,
+                "budget": self.budget}
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """What the proxy forwards, plus what it reports about it."""
+
+    conversation_id: str
+    messages: tuple[dict[str, Any], ...]  # the forwarded list: validated, within budget, `pinned` stripped
+    tools: tuple[dict[str, Any], ...]  # the client's tools (recall tools are added by the proxy)
+    tokens_received: int  # the client's full request, counted
+    tokens_forwarded: int
+    budget: int
+    compacted: bool  # summaries, anchors or truncation replaced part of the history
+    summary_ids: tuple[str, ...]  # summaries present in the forwarded context
+    occupancy: Occupancy
+    waited_on_summarizer: bool  # this turn ran a synchronous summariser call (hard budget)
+    forced_truncation: bool
+    prefix_stable: bool | None  # extends the previous forwarded request (None: first turn)
+    events: tuple[CompactionEvent, ...] = ()  # synchronous compaction steps of this turn
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """One call to a summariser: the prompt and how the text should come back."""
+
+    system_prompt: str
+    user_prompt: str
+    target_tokens: int
+    prompt_version: str
+    level: str  # normal | aggressive
+
+
+class Summarizer(Protocol):
+    """The `complete(prompt, options)` seam (seed 000): litellm, local extractive, or a test fake."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def complete(self, request: SummaryRequest) -> str: ...
+
+
+@dataclass(frozen=True)
+class SummarizerChoice:
+    """Which summariser a conversation uses, resolved per request (may need the client's key)."""
+
+    summarizer: Summarizer
+    settings: dict[str, Any] = field(default_factory=dict)  # model, temperature, ... for provenance

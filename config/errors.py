@@ -1,0 +1,134 @@
+"""The one error hierarchy of ctxproxy.
+
+Every failure a client can see is a `CtxProxyError` carrying OpenAI's status, type and code, so a
+single middleware (proxy/middleware.py) can render it as `{"error": {...}}`. This module sits in
+`config/` because it is the bottom layer: store/, compaction/ and proxy/ all raise these, and none of
+them may depend on the HTTP layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class CtxProxyError(Exception):
+    """Base class: an error with an OpenAI-shaped body and an HTTP status."""
+
+    status: ClassVar[int] = 500
+    error_type: ClassVar[str] = "server_error"
+    default_code: ClassVar[str | None] = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+
+    def to_body(self) -> dict[str, Any]:
+        """OpenAI's error JSON shape."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class ConfigError(CtxProxyError):
+    """A configuration file or override is invalid; the message names the key."""
+
+    error_type = "invalid_config"
+    default_code = "invalid_config"
+
+
+class InvalidRequestError(CtxProxyError):
+    """Malformed JSON, invalid messages or parameters (400); `param` names the path."""
+
+    status = 400
+    error_type = "invalid_request_error"
+    default_code = "invalid_request"
+
+
+class AuthenticationError(CtxProxyError):
+    """Missing or wrong credentials for an operator endpoint (401)."""
+
+    status = 401
+    error_type = "authentication_error"
+    default_code = "invalid_api_key"
+
+
+class NotFoundError(CtxProxyError):
+    """Unknown model, conversation, message or summary, or another tenant's id (404)."""
+
+    status = 404
+    error_type = "invalid_request_error"
+    default_code = "not_found"
+
+
+class ModelNotFoundError(NotFoundError):
+    """The requested model is not in the model list (404, like OpenAI)."""
+
+    default_code = "model_not_found"
+
+
+class PayloadTooLargeError(CtxProxyError):
+    """Request body above the configured limit (413)."""
+
+    status = 413
+    error_type = "invalid_request_error"
+    default_code = "request_too_large"
+
+
+class UpstreamError(CtxProxyError):
+    """The provider could not be reached or answered garbage (502)."""
+
+    status = 502
+    error_type = "upstream_error"
+    default_code = "bad_gateway"
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The provider did not answer in time (504)."""
+
+    status = 504
+    default_code = "upstream_timeout"
+
+
+class UpstreamHTTPError(CtxProxyError):
+    """A well-formed error answered by the provider, passed through with its own status and body."""
+
+    error_type = "upstream_error"
+    default_code = "upstream_error"
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        err = body.get("error") if isinstance(body.get("error"), dict) else {}
+        super().__init__(str(err.get("message") or f"upstream answered {status}"))
+        self.upstream_status = status
+        self.body = body
+
+    def to_body(self) -> dict[str, Any]:
+        return self.body
+
+
+class SummarizerError(CtxProxyError):
+    """A summariser call failed or returned unusable output. Never reaches a client."""
+
+    error_type = "summarizer_error"
+    default_code = "summarizer_failed"
+
+
+class StoreError(CtxProxyError):
+    """The store is unusable (corrupt, locked for too long, migration failed)."""
+
+    status = 503
+    error_type = "server_error"
+    default_code = "store_unavailable"
+
+
+def http_status(error: CtxProxyError) -> int:
+    """The status to answer with: an upstream error keeps its own."""
+    if isinstance(error, UpstreamHTTPError):
+        return error.upstream_status
+    return error.status

@@ -1,0 +1,183 @@
+"""Settings as frozen, validated dataclasses.
+
+The YAML shape is LiteLLM-compatible (`model_list` with `litellm_params`) plus ctxproxy's own
+sections. Every knob has a default so `make serve` runs with no file at all. Loading and environment
+overrides live in config/loader.py; this module only declares the shape and its invariants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.errors import ConfigError
+
+# Seed 000 defaults (pkg/seahorse/short_constants.go): tuned constants, overridable but named here.
+FRESH_TAIL_COUNT = 32
+LEAF_MIN_FANOUT = 8
+LEAF_CHUNK_TOKENS = 20_000
+LEAF_TARGET_TOKENS = 1_200
+CONDENSED_MIN_FANOUT = 4
+CONDENSED_TARGET_TOKENS = 2_000
+CONTEXT_THRESHOLD_PERCENT = 75
+SUMMARIZE_MESSAGE_THRESHOLD = 20
+MAX_RECOVERY_ITERATIONS = 20
+# Seed 003: when neither config nor provider metadata knows the window.
+FALLBACK_CONTEXT_WINDOW = 50_000
+
+LOCAL_EXTRACTIVE = "local/extractive"
+OPENAI_API_BASE = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """Budget and compaction policy; global defaults, overridable per model."""
+
+    enabled: bool = True
+    context_window: int | None = None  # None: model entry, then provider metadata, then fallback
+    summarize_token_percent: int = CONTEXT_THRESHOLD_PERCENT  # of the input budget
+    target_token_percent: int = 50  # a compaction step goes well below the threshold, to here
+    summarize_message_threshold: int = SUMMARIZE_MESSAGE_THRESHOLD
+    reserve_tokens: int = 4_096  # reply reserve when the request sets no max_tokens (<= window/4)
+    safety_margin_tokens: int = 256
+    fresh_tail_count: int = FRESH_TAIL_COUNT
+    fresh_tail_max_percent: int = 50  # of the budget; the last user turn is kept regardless
+    anchor_max_percent: int = 15  # bounded share of the budget for the anchor block
+    leaf_min_fanout: int = LEAF_MIN_FANOUT
+    leaf_chunk_tokens: int = LEAF_CHUNK_TOKENS
+    leaf_target_tokens: int = LEAF_TARGET_TOKENS
+    condensed_min_fanout: int = CONDENSED_MIN_FANOUT
+    condensed_target_tokens: int = CONDENSED_TARGET_TOKENS
+    max_recovery_iterations: int = MAX_RECOVERY_ITERATIONS
+    background: bool = True  # threshold compaction after the turn, off the request path
+
+    def validate(self, where: str) -> None:
+        """Raise ConfigError naming the first bad key."""
+        for name in ("summarize_token_percent", "target_token_percent", "fresh_tail_max_percent",
+                     "anchor_max_percent"):
+            value = getattr(self, name)
+            if not 0 < value <= 100:
+                raise ConfigError(f"{where}.{name}: must be between 1 and 100, got {value}")
+        if self.target_token_percent >= self.summarize_token_percent:
+            raise ConfigError(f"{where}.target_token_percent: must be below summarize_token_percent "
+                              f"({self.target_token_percent} >= {self.summarize_token_percent})")
+        for name in ("summarize_message_threshold", "reserve_tokens", "safety_margin_tokens",
+                     "fresh_tail_count", "leaf_min_fanout", "leaf_chunk_tokens", "leaf_target_tokens",
+                     "condensed_min_fanout", "condensed_target_tokens", "max_recovery_iterations"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{where}.{name}: must be >= 0, got {getattr(self, name)}")
+        if self.context_window is not None and self.context_window < 1_024:
+            raise ConfigError(f"{where}.context_window: must be at least 1024 tokens, "
+                              f"got {self.context_window}")
+        if self.condensed_min_fanout < 2:
+            raise ConfigError(f"{where}.condensed_min_fanout: must be >= 2")
+
+
+@dataclass(frozen=True)
+class LiteLLMParams:
+    """Where a model really lives. `api_key=None` forwards the client's own key."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # other litellm params, passed through
+
+    @property
+    def provider(self) -> str:
+        """`openai` for `openai/gpt-4o`, the litellm provider prefix otherwise ("" when none)."""
+        return self.model.split("/", 1)[0] if "/" in self.model else ""
+
+    @property
+    def upstream_model(self) -> str:
+        """The model name the provider expects (prefix stripped)."""
+        return self.model.split("/", 1)[1] if "/" in self.model else self.model
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One `model_list` entry; `model_name` may be `*` (or end in `*`) as a wildcard."""
+
+    model_name: str
+    litellm_params: LiteLLMParams
+    context_window: int | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+
+    def matches(self, requested: str) -> bool:
+        if self.model_name.endswith("*"):
+            return requested.startswith(self.model_name[:-1])
+        return requested == self.model_name
+
+    def resolved_params(self, requested: str) -> LiteLLMParams:
+        """Fill a wildcard upstream (`openai/*`) with the requested model name."""
+        params = self.litellm_params
+        if params.model.endswith("*"):
+            prefix = params.model[:-1]
+            return LiteLLMParams(prefix + requested, params.api_base, params.api_key, params.extra)
+        return params
+
+
+@dataclass(frozen=True)
+class SummarizerSettings:
+    """Optional separate summariser; `model=None` means the request's own model and upstream."""
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    timeout_s: float = 60.0
+    temperature: float = 0.0
+    breaker_failures: int = 5  # consecutive failures that open the circuit
+    breaker_reset_s: float = 60.0  # how long the circuit stays open before one trial call
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    path: str = "./data/ctxproxy.db"
+    busy_timeout_ms: int = 5_000
+    tenant_secret: str | None = None  # None: generated once and kept in the store's meta table
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = 32 * 1024 * 1024
+    upstream_timeout_s: float = 600.0
+    upstream_connect_timeout_s: float = 10.0
+    admin_key: str | None = None  # protects /ui and the operator API; None disables them
+    log_level: str = "info"
+    log_format: str = "json"  # json | console
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    """The search/expand tools the proxy offers to the model when summaries are in its context."""
+
+    enabled: bool = True
+    search_tool_name: str = "context_search"
+    expand_tool_name: str = "context_expand"
+    max_rounds: int = 3
+    search_limit: int = 10
+
+
+@dataclass(frozen=True)
+class Settings:
+    model_list: tuple[ModelEntry, ...]
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    recall: RecallSettings = field(default_factory=RecallSettings)
+
+    def find_model(self, requested: str) -> ModelEntry | None:
+        """Exact names win over wildcards; None when nothing matches."""
+        exact = [m for m in self.model_list if m.model_name == requested]
+        if exact:
+            return exact[0]
+        wild = [m for m in self.model_list if m.matches(requested)]
+        return max(wild, key=lambda m: len(m.model_name)) if wild else None
+
+
+def default_model_list() -> tuple[ModelEntry, ...]:
+    """No config file: every model goes to OpenAI with the client's own key."""
+    return (ModelEntry("*", LiteLLMParams("openai/*", OPENAI_API_BASE)),)

@@ -1,0 +1,228 @@
+"""Records the store persists and hands back. Plain frozen dataclasses, no I/O.
+
+These are the shapes shared by store/ (which writes them), compaction/ (which decides with them) and
+proxy/ (which reports them). Ids: messages are integers (shown to people and models as decimal
+strings), summaries are strings `sum_<12 hex>`, anchors are integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+MessageSource = Literal["client", "reply"]
+SummaryKind = Literal["leaf", "condensed"]
+SummaryLevel = Literal["normal", "aggressive", "truncation", "extractive"]
+ViewItemKind = Literal["message", "summary"]
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One message of a conversation, exactly as the client sent it (or as the provider replied)."""
+
+    id: int
+    conversation_id: str
+    seq: int  # 0-based position in the conversation
+    role: str
+    message: dict[str, Any]  # lossless original JSON object, minus ctxproxy's own `pinned` field
+    token_count: int  # counted once with the conversation model's tokenizer, framing included
+    chain_hash: str  # hash over (previous chain_hash, normalised message): conversation identity
+    content_hash: str  # hash of the normalised message alone
+    pinned: bool = False
+    source: MessageSource = "client"
+    created_at: float = 0.0
+
+    @property
+    def tool_call_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls an assistant message makes (empty otherwise)."""
+        calls = self.message.get("tool_calls") or []
+        return tuple(str(c.get("id")) for c in calls if isinstance(c, dict))
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    tenant_id: str
+    model: str
+    external_id: str | None  # X-Conversation-Id, when the client sent one
+    forked_from: str | None  # conversation this one diverged from (edited history)
+    message_count: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What storing one request's messages produced."""
+
+    conversation: Conversation
+    messages: tuple[StoredMessage, ...]  # the request's full history, in order, as stored
+    new_count: int  # how many of them were written by this call (0 on a pure resend)
+    forked: bool  # the history diverged from a stored one and started a new conversation
+
+
+@dataclass(frozen=True)
+class SummaryRecord:
+    id: str  # sum_<12 hex>
+    conversation_id: str
+    kind: SummaryKind
+    depth: int  # 0 = leaf (sources are messages), n+1 = condenses depth-n summaries
+    generation: int  # how many compaction steps of this conversation preceded it (1-based)
+    level: SummaryLevel  # escalation level that produced the committed text
+    content: str
+    token_count: int
+    first_seq: int  # message range covered, inclusive
+    last_seq: int
+    source_message_ids: tuple[int, ...]  # direct sources when kind == "leaf"
+    source_summary_ids: tuple[str, ...]  # direct sources when kind == "condensed"
+    model: str  # summariser model that wrote it (`local/extractive`, `local/truncation`, ...)
+    prompt_version: str
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SummaryDraft:
+    """A verified summary about to be committed; the store assigns id, generation and time."""
+
+    conversation_id: str
+    kind: SummaryKind
+    depth: int
+    level: SummaryLevel
+    content: str
+    token_count: int
+    first_seq: int
+    last_seq: int
+    source_message_ids: tuple[int, ...] = ()
+    source_summary_ids: tuple[str, ...] = ()
+    model: str = ""
+    prompt_version: str = ""
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A concrete fact that travels raw in the anchor block (seed 002)."""
+
+    id: int
+    conversation_id: str
+    kind: str  # id | order | ticket | amount | date | name | path | url | email | decision | pinned
+    key: str  # what the value is about ("order number", "budget"); same key+kind => supersedes
+    value: str  # verbatim text from the source
+    source_message_id: int | None
+    status: Literal["active", "superseded"] = "active"
+    superseded_by: int | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class AnchorDraft:
+    kind: str
+    key: str
+    value: str
+    source_message_id: int | None
+    source_seq: int = -1  # position of the source message, to order corrections
+
+
+@dataclass(frozen=True)
+class ViewItem:
+    """One entry of a persisted compacted view: a stored summary or a raw message by seq."""
+
+    kind: ViewItemKind
+    ref: str  # summary id, or the message seq as a decimal string
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """The compacted working view of a conversation, persisted so prefixes stay stable.
+
+    Items cover messages `0..covered_through_seq`; newer messages are appended raw when a request
+    is planned. `version` increases at each compaction step.
+    """
+
+    conversation_id: str
+    version: int
+    items: tuple[ViewItem, ...]
+    covered_through_seq: int
+    anchor_ids: tuple[int, ...] = ()  # anchor block content at this version (stability)
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class CompactionEvent:
+    """Provenance of one compaction step (seed 003: reproducible, auditable)."""
+
+    conversation_id: str
+    trigger: Literal["threshold", "hard_budget", "manual"]
+    tier: Literal["leaf", "condensed", "truncation"]
+    level: SummaryLevel
+    outcome: Literal["committed", "rejected", "failed", "skipped"]
+    summarizer_model: str
+    summarizer_settings: dict[str, Any] = field(default_factory=dict)
+    prompt_version: str = ""
+    source_message_ids: tuple[int, ...] = ()
+    source_summary_ids: tuple[str, ...] = ()
+    summary_id: str | None = None
+    depth: int | None = None
+    generation: int | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    verification: Literal["passed", "failed", "not_run"] = "not_run"
+    rejected_facts: tuple[str, ...] = ()
+    anchors_added: tuple[int, ...] = ()
+    anchors_superseded: tuple[int, ...] = ()
+    duration_ms: float = 0.0
+    error: str | None = None
+    id: int | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class ForwardedRecord:
+    """What one forwarded request looked like, for prefix-stability and occupancy reporting."""
+
+    conversation_id: str
+    prefix_hashes: tuple[str, ...]  # running hash per forwarded message
+    tokens_received: int
+    tokens_forwarded: int
+    budget: int
+    occupancy: dict[str, int]  # tokens by category: system, anchors, summaries, fresh_tail, tools, free
+    compacted: bool
+    view_version: int
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    pattern: str
+    scope: Literal["summary", "message", "both"] = "both"
+    role: Literal["user", "assistant"] | None = None
+    last: str | None = None  # 6h, 7d, 2w, 1m
+    since: str | None = None  # ISO 8601
+    before: str | None = None  # ISO 8601
+    conversation_id: str | None = None  # required unless all_conversations
+    all_conversations: bool = False
+    limit: int = 20
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    kind: Literal["message", "summary"]
+    id: str
+    conversation_id: str
+    rank: float  # FTS5 bm25: more negative = better
+    snippet: str
+    role: str | None = None  # messages
+    depth: int | None = None  # summaries
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExpandedItem:
+    kind: Literal["message", "summary"]
+    id: str
+    conversation_id: str
+    role: str | None
+    text: str  # full text; tool-call arguments included; tool results replaced by a note
+    parts: tuple[dict[str, Any], ...] = ()  # structured parts: text, tool_call, media URIs
+    sources: tuple[str, ...] = ()  # a summary's direct sources (message ids or summary ids)
+    depth: int | None = None
+    note: str | None = None  # e.g. why a tool result payload is omitted
