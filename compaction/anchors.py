@@ -1,0 +1,289 @@
+"""Anchors (seed 002): concrete facts that travel raw instead of being paraphrased.
+
+Extraction is deterministic (regular expressions, no model): ids, order and ticket numbers, amounts,
+dates and deadlines, names, paths, URLs, emails, explicit decisions, plus pinned messages. Every
+draft carries a `key` naming what the value is about ("budget", "deadline", "order number"), so a
+later correction yields the same kind+key with a new value and the store supersedes the older one.
+Values are copied verbatim from the source.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from compaction.messages import message_text
+from compaction.tokens import TokenCounter
+from store.models import Anchor, AnchorDraft, StoredMessage
+
+PINNED_MAX_CHARS = 800
+TOOL_RESULT_SCAN_CHARS = 4_000  # tool results are scanned only for ids/paths/urls, bounded
+DECISION_MAX_CHARS = 240
+ANCHOR_BLOCK_OPEN = "<ctxproxy:anchors>"
+ANCHOR_BLOCK_CLOSE = "</ctxproxy:anchors>"
+ANCHOR_BLOCK_INTRO = ("Facts from earlier in this conversation, verbatim (pinned or extracted). "
+                      "Values shown are current: a correction replaces the older value.")
+
+_MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+           r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+_WEEKDAYS = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
+_NUM = r"\d{1,3}(?:[,.\u00a0 ]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)?"
+_UNITS = (r"%|percent|kg|g|mg|lbs?|km|m|cm|mm|mi|miles|ms|s|sec|seconds?|min|minutes?|h|hrs?|hours?"
+          r"|days?|weeks?|months?|years?|[KMGT]B|[KMGT]iB|°[CF]|tokens|requests|rps|users|items|units")
+_CURRENCY_CODES = r"USD|EUR|GBP|BRL|JPY|CHF|CAD|AUD|INR|CNY"
+_NAME = r"[A-Z][a-z'\u00C0-\u017F]+(?:[ -][A-Z][a-z'\u00C0-\u017F]+){0,2}"
+
+# (kind, pattern, group holding the value). Order matters: earlier spans win over overlaps.
+_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
+    ("url", re.compile(r"\bhttps?://[^\s<>\"'()\[\]]+[^\s<>\"'()\[\].,;:!?]"), 0),
+    ("email", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"), 0),
+    ("id", re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), 0),
+    ("path", re.compile(r"(?<![\w/:.])(?:[A-Za-z]:\\[^\s\"'<>|]+|~?/(?:[\w.@-]+/)*[\w@-]+\.\w{1,8}"
+                        r"|~?/(?:[\w.@-]+/){2,}[\w.@-]*|(?:[\w.@-]+/)+[\w@-]+\.[A-Za-z]\w{0,7})\b"), 0),
+    ("code", re.compile(r"\b[A-Z][A-Z0-9]{1,9}(?:-[A-Z0-9]+)*-\d{2,}\b"), 0),
+    ("ticket", re.compile(r"(?i)\b(?:ticket|issue|bug|case|pr|pull request)\s*(#\d{2,})\b"), 1),
+    ("labelled", re.compile(r"(?i)\b(?:number|no\.?|nr\.?|id|code|#)\s*(?:is|:|=)?\s*"
+                            r"(?-i:([A-Z0-9][A-Z0-9-]{2,}))\b"), 1),
+    ("date", re.compile(
+        rf"\b\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?(?:Z|[+-]\d{{2}}:?\d{{2}})?)?\b"
+        rf"|\b{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
+        rf"|\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS}(?:,? \d{{4}})?\b"
+        rf"|(?i:\b(?:by|until|till|before|due|deadline:?)\s+(?:next |this )?){_WEEKDAYS}\b"), 0),
+    ("amount", re.compile(
+        rf"(?:R\$|[$€£¥])\s?(?:{_NUM})(?:\s?(?:k|K|M|bn|million|billion)\b)?"
+        rf"|\b(?:{_CURRENCY_CODES})\s?(?:{_NUM})\b"
+        rf"|\b(?:{_NUM})\s?(?:{_CURRENCY_CODES}|dollars|euros|reais)\b"
+        rf"|\b(?:{_NUM})\s?(?:{_UNITS})(?![\w])"), 0),
+    ("name", re.compile(
+        rf"(?i:\bmy name is|\bi am|\bi'm|\bname\s*:|\bcustomer|\bclient|\bcontact\s*:?|\bsigned,?)"
+        rf"\s+({_NAME})|(?m:^\s*(?:—|--|-)\s*({_NAME})\s*$)"), -1),
+    ("decision", re.compile(
+        r"(?i)[^.!?\n]*\b(?:we decided|we've decided|we have decided|decision:|let's go with"
+        r"|let us go with|we'll go with|we will go with|approved|agreed to|we agreed)\b[^.!?\n]*"), 0),
+)
+
+_STOPWORDS = frozenset(re.findall(r"\S+", """
+a an the my our your their his her its this that these those it is are was were be been being am
+to of for in on at by with from as into onto about over under per via and or but so then than not
+no yes now actually correction sorry update updated please also just still only really new old
+moved move changed change set sets setting will would should shall can could may might must need
+needs want wants have has had do does did get got make made let lets we i you he she they me us
+them here there what which who whom when where why how instead rather again total currently
+is's it's that's remember note fyi ok okay well hi hello thanks thank going go use using
+arrives arrive arriving arrived paid pay pays costs cost ships ship shipped starts start ends end
+expires expire see sent send received receive came comes became becomes equals around about
+"""))
+_LABEL_GENERIC = frozenset({"number", "no", "nr", "id", "code", "#"})
+_CLAUSE_BREAK = re.compile(r"[.!?;\n()\[\]{}\"]")
+_NEGATED = re.compile(r"(?i)(?:\bnot|\bno longer|\binstead of|\brather than|\bformerly)\s*$")
+_DEADLINE_WORDS = re.compile(r"(?i)\b(?:by|until|till|before|due|deadline)\W*$")
+_TOKEN = re.compile(r"[^\s]+")
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z']*")
+_KEYED_KINDS = frozenset({"amount", "date", "name"})  # semantic key; others keyed by value
+
+
+def extract_anchors(messages: Sequence[StoredMessage]) -> list[AnchorDraft]:
+    """Anchor drafts for `messages`, in source order, without duplicates (kind, key, value)."""
+    drafts: list[AnchorDraft] = []
+    seen: set[tuple[str, str, str]] = set()
+    for stored in messages:
+        for draft in _drafts_for(stored):
+            ident = (draft.kind, draft.key, draft.value)
+            if ident not in seen:
+                seen.add(ident)
+                drafts.append(draft)
+    return drafts
+
+
+def _drafts_for(stored: StoredMessage) -> Iterator[AnchorDraft]:
+    text = message_text(stored.message)
+    if stored.pinned:
+        yield _pinned_draft(stored, text)
+    if stored.role in ("user", "assistant"):
+        kinds = None
+    elif stored.role == "tool":
+        kinds = {"url", "email", "id", "path", "code", "ticket", "labelled"}
+        text = text[:TOOL_RESULT_SCAN_CHARS]
+    else:
+        return
+    for kind, key, value in _scan(text, kinds):
+        yield AnchorDraft(kind=kind, key=key, value=value, source_message_id=stored.id,
+                          source_seq=stored.seq)
+
+
+def _pinned_draft(stored: StoredMessage, text: str) -> AnchorDraft:
+    value = text.strip()
+    if len(value) > PINNED_MAX_CHARS:
+        omitted = len(value) - PINNED_MAX_CHARS
+        value = f"{value[:PINNED_MAX_CHARS]} [... {omitted} more characters in message {stored.id}]"
+    return AnchorDraft(kind="pinned", key=f"pinned:{stored.seq}", value=value,
+                       source_message_id=stored.id, source_seq=stored.seq)
+
+
+def _scan(text: str, kinds: set[str] | None) -> Iterator[tuple[str, str, str]]:
+    """(kind, key, value) for every non-overlapping match; earlier patterns claim spans first."""
+    taken: list[tuple[int, int]] = []
+    for kind, pattern, group in _PATTERNS:
+        if kinds is not None and kind not in kinds:
+            continue
+        for match in pattern.finditer(text):
+            start, end, value = _match_span(match, group)
+            if not value:
+                continue
+            if kind != "decision":  # a decision sentence may contain other anchors
+                if any(start < e and s < end for s, e in taken):
+                    continue
+                taken.append((start, end))
+            found = _classify(kind, text, start, value)
+            if found is not None:
+                yield found
+
+
+def _match_span(match: re.Match[str], group: int) -> tuple[int, int, str]:
+    if group >= 0:
+        return match.start(group), match.end(group), match.group(group) or ""
+    for index in range(1, (match.lastindex or 0) + 1):
+        if match.group(index):
+            return match.start(index), match.end(index), match.group(index)
+    return match.start(), match.end(), ""
+
+
+def _classify(kind: str, text: str, start: int, value: str) -> tuple[str, str, str] | None:
+    """Final kind and key of a match, or None for a negated (superseded-in-text) value."""
+    before = text[max(0, start - 120):start]
+    if kind == "decision":
+        value = value.strip()[:DECISION_MAX_CHARS]
+        return ("decision", "decision: " + _value_key(value)[:80], value)
+    if _NEGATED.search(before):
+        return None
+    label = derive_key(before)
+    if kind in ("code", "labelled", "ticket"):
+        return _classify_id(kind, value, label, before)
+    if kind in _KEYED_KINDS:
+        if not label and kind == "date" and (_DEADLINE_WORDS.search(before) or "by" in value.lower()):
+            label = "deadline"
+        return (kind, label or _value_key(value), value)
+    return (kind, _value_key(value), value)
+
+
+def _classify_id(kind: str, value: str, label: str, before: str) -> tuple[str, str, str]:
+    """Order, ticket or generic id. Keyed semantically only when labelled ("the order number is")."""
+    context = f"{label} {value}".lower()
+    if "order" in context or value.upper().startswith(("ORD", "PO-")):
+        final = "order"
+    elif kind == "ticket" or re.search(r"ticket|issue|jira|bug", context):
+        final = "ticket"
+    else:
+        final = "id"
+    labelled = kind == "labelled" or bool(re.search(r"(?i)(?:number|no\.?|id|code|#)\s*(?:is|:|=)?\s*$",
+                                                    before))
+    key = label if labelled and label else _value_key(value)
+    return (final, key, value)
+
+
+def derive_key(before: str) -> str:
+    """Normalised label of what a value is about, from the clause before it ("the budget is").
+
+    Takes the last comma-part of the clause (then the last colon-part that says something) and the
+    1-3 meaningful words closest to the value, skipping linking words ("is", "moved to").
+    """
+    clause = _CLAUSE_BREAK.split(before)[-1].split(",")[-1]
+    parts = [p for p in clause.split(":") if _meaningful(_tokens(p))]
+    if not parts:
+        return ""
+    run: list[str] = []
+    for token in reversed(_tokens(parts[-1].lower())):
+        if not _is_word(token) or (token in _STOPWORDS and token not in _LABEL_GENERIC):
+            if run or not _is_word(token):
+                break
+            continue
+        run.insert(0, token)
+    return " ".join(run[-3:]) if _meaningful(run) else ""
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def _is_word(token: str) -> bool:
+    return bool(_PLAIN_WORD.fullmatch(token)) or token == "#"
+
+
+def _meaningful(tokens: list[str]) -> bool:
+    return any(_is_word(t) and t.lower() not in _STOPWORDS and t.lower() not in _LABEL_GENERIC
+               for t in tokens)
+
+
+def _value_key(value: str) -> str:
+    return re.sub(r"\s+", " ", value.strip().lower())
+
+
+# ---------------------------------------------------------------------------------------- rendering
+
+
+def _line(anchor: Anchor) -> str:
+    value = " / ".join(part.strip() for part in anchor.value.splitlines() if part.strip())
+    origin = f" (from message {anchor.source_message_id})" if anchor.source_message_id is not None else ""
+    return f"- [{anchor.kind}] {anchor.key}: {value}{origin}"
+
+
+def current_anchors(anchors: Sequence[Anchor]) -> list[Anchor]:
+    """Active anchors only, one per kind+key (the newest), in stable (source, id) order."""
+    latest: dict[tuple[str, str], Anchor] = {}
+    for anchor in sorted(anchors, key=_order):
+        if anchor.status == "active":
+            latest[(anchor.kind, anchor.key)] = anchor
+    return sorted(latest.values(), key=_order)
+
+
+def _order(anchor: Anchor) -> tuple[int, int]:
+    return (anchor.source_message_id if anchor.source_message_id is not None else -1, anchor.id)
+
+
+def _block(lines: Sequence[str], omitted: int) -> dict[str, Any]:
+    body = [ANCHOR_BLOCK_OPEN, ANCHOR_BLOCK_INTRO, *lines]
+    if omitted:
+        body.append(f"({omitted} older anchor{'s' if omitted != 1 else ''} left out to fit the budget)")
+    body.append(ANCHOR_BLOCK_CLOSE)
+    return {"role": "system", "content": "\n".join(body)}
+
+
+def render_anchor_block(anchors: Sequence[Anchor], *, max_tokens: int,
+                        counter: TokenCounter) -> dict[str, Any] | None:
+    """One system message with the current anchors, within `max_tokens`; None when nothing fits.
+
+    Byte-stable for the same anchors. Over budget: pinned anchors first, then the most recent; the
+    block says how many were left out.
+    """
+    ordered = current_anchors(anchors)
+    if not ordered:
+        return None
+    full = _block([_line(a) for a in ordered], 0)
+    if counter.count_message(full) <= max_tokens:
+        return full
+    kept = _fit(ordered, max_tokens, counter)
+    if not kept:
+        return None
+    block = _block([_line(a) for a in kept], len(ordered) - len(kept))
+    return block if counter.count_message(block) <= max_tokens else None
+
+
+def _fit(ordered: list[Anchor], max_tokens: int, counter: TokenCounter) -> list[Anchor]:
+    """Greedy selection by priority (pinned, then newest), checked against the real rendered size."""
+    priority = [a for a in reversed(ordered) if a.kind == "pinned"]
+    priority += [a for a in reversed(ordered) if a.kind != "pinned"]
+    overhead = counter.count_message(_block([], len(ordered)))
+    chosen: list[Anchor] = []
+    used = overhead
+    for anchor in priority:
+        cost = counter.count_text(_line(anchor) + "\n")
+        if used + cost <= max_tokens:
+            chosen.append(anchor)
+            used += cost
+    kept = sorted(chosen, key=_order)
+    while kept and counter.count_message(_block([_line(a) for a in kept], len(ordered) - len(kept))) \
+            > max_tokens:
+        unpinned = [a for a in kept if a.kind != "pinned"]
+        kept.remove(unpinned[0] if unpinned else kept[0])  # oldest unpinned goes first
+    return kept

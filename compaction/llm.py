@@ -1,0 +1,112 @@
+"""The one door to litellm: lazy import, offline model metadata, bundled tokenizer files.
+
+Importing litellm costs seconds and, unless told otherwise, fetches a cost map over the network; so
+nothing here imports it at module import time, and the environment is prepared before it is.
+The tokenizer helpers locate litellm's bundled files *without* importing litellm, so token counting
+stays cheap and offline.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+_TOKENIZERS_SUBDIR = ("litellm_core_utils", "tokenizers")
+ANTHROPIC_TOKENIZER_FILE = "anthropic_tokenizer.json"
+DEEPSEEK_TOKENIZER_FILE = "deepseek_tokenizer.json"
+
+
+@lru_cache(maxsize=1)
+def bundled_tokenizers_dir() -> Path:
+    """Directory of the tokenizer files litellm ships (found via import metadata, not by importing)."""
+    spec = importlib.util.find_spec("litellm")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise RuntimeError("litellm is not installed; its bundled tokenizer files are required")
+    return Path(locations[0]).joinpath(*_TOKENIZERS_SUBDIR)
+
+
+def ensure_tiktoken_cache_dir() -> str:
+    """Point tiktoken at litellm's bundled encodings so it never downloads (same rule as litellm).
+
+    `CUSTOM_TIKTOKEN_CACHE_DIR` keeps its litellm meaning: an explicit operator override.
+    """
+    target = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR") or str(bundled_tokenizers_dir())
+    os.environ["TIKTOKEN_CACHE_DIR"] = target
+    return target
+
+
+def _prepare_environment() -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    ensure_tiktoken_cache_dir()
+
+
+@lru_cache(maxsize=1)
+def get_litellm() -> Any:
+    """Import litellm once, offline (local cost map, bundled tokenizers)."""
+    _prepare_environment()
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _model_info(model: str) -> dict[str, Any] | None:
+    litellm = get_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # litellm raises bare Exception for unknown models
+        info = litellm.model_cost.get(model)
+    return dict(info) if info else None
+
+
+def model_context_window(model: str) -> int | None:
+    """Input window of `model` from litellm's model metadata; None when litellm does not know it."""
+    candidates = [model]
+    if "/" in model:
+        candidates.append(model.split("/", 1)[1])
+    for name in candidates:
+        info = _model_info(name)
+        if not info:
+            continue
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        if isinstance(window, int) and window > 0:
+            return window
+    return None
+
+
+def estimate_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD estimate from litellm's local price table; None when the model has no price."""
+    litellm = get_litellm()
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    except Exception:  # unknown model / provider: no estimate rather than a failure
+        return None
+    return float(prompt_cost) + float(completion_cost)
+
+
+async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: str | None = None,
+                      api_key: str | None = None, timeout_s: float | None = None,
+                      temperature: float | None = None, max_tokens: int | None = None,
+                      **extra: Any) -> Any:
+    """Thin async wrapper over `litellm.acompletion` (non-streaming); returns litellm's response."""
+    litellm = get_litellm()
+    kwargs: dict[str, Any] = {"model": model, "messages": messages, **extra}
+    optional = {"api_base": api_base, "api_key": api_key, "timeout": timeout_s,
+                "temperature": temperature, "max_tokens": max_tokens}
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    return await litellm.acompletion(**kwargs)
+
+
+def response_text(response: Any) -> str:
+    """The assistant text of a litellm/OpenAI chat response ('' when absent)."""
+    try:
+        content = response.choices[0].message.content
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""

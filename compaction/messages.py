@@ -1,0 +1,160 @@
+"""Validation and small accessors for chat messages as clients send them.
+
+Errors name the exact JSON path (`messages[3].content`) so a person can find the problem; the proxy
+renders them as OpenAI-shaped 400s. `pinned` is ctxproxy's own field and never leaves the proxy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from config.errors import InvalidRequestError
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+PRIVATE_FIELDS = ("pinned",)
+_TEXT_PART_TYPES = {"text"}
+_USER_PART_TYPES = {"text", "image_url", "input_audio", "file"}
+_PART_TYPES_BY_ROLE: dict[str, set[str]] = {
+    "system": _TEXT_PART_TYPES, "developer": _TEXT_PART_TYPES, "tool": _TEXT_PART_TYPES,
+    "function": _TEXT_PART_TYPES, "user": _USER_PART_TYPES, "assistant": {"text", "refusal"},
+}
+
+
+def _fail(path: str, message: str) -> InvalidRequestError:
+    return InvalidRequestError(f"Invalid {path}: {message}", param=path, code="invalid_value")
+
+
+def validate_messages(raw: Any) -> list[dict[str, Any]]:
+    """Check a request's `messages` and return them (same objects) or raise InvalidRequestError."""
+    if not isinstance(raw, list):
+        raise _fail("messages", f"expected an array of message objects, got {_type_name(raw)}")
+    if not raw:
+        raise _fail("messages", "must contain at least one message")
+    for index, message in enumerate(raw):
+        _validate_message(message, f"messages[{index}]")
+    return raw
+
+
+def _type_name(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _validate_message(message: Any, path: str) -> None:
+    if not isinstance(message, dict):
+        raise _fail(path, f"each message must be an object, got {_type_name(message)}")
+    role = message.get("role")
+    if role not in ROLES:
+        raise _fail(f"{path}.role", f"must be one of {', '.join(ROLES)}; got {role!r}")
+    if "pinned" in message and not isinstance(message["pinned"], bool):
+        raise _fail(f"{path}.pinned", f"must be true or false, got {_type_name(message['pinned'])}")
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        raise _fail(f"{path}.name", f"must be a string, got {_type_name(name)}")
+    _validate_content(message.get("content"), role, f"{path}.content")
+    if role == "assistant" and message.get("tool_calls") is not None:
+        _validate_tool_calls(message["tool_calls"], f"{path}.tool_calls")
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise _fail(f"{path}.tool_call_id", "a tool message needs the id of the tool call it answers")
+    if role == "function" and not isinstance(name, str):
+        raise _fail(f"{path}.name", "a function message needs the name of the function")
+
+
+def _validate_content(content: Any, role: str, path: str) -> None:
+    if isinstance(content, str):
+        return
+    if content is None:
+        if role == "assistant":
+            return  # null with tool_calls, refusals or audio replies: OpenAI accepts it
+        raise _fail(path, f"a {role} message needs content (a string or an array of parts)")
+    if not isinstance(content, list):
+        raise _fail(path, f"must be a string or an array of content parts, got {_type_name(content)}")
+    allowed = _PART_TYPES_BY_ROLE[role]
+    for index, part in enumerate(content):
+        _validate_part(part, allowed, role, f"{path}[{index}]")
+
+
+def _validate_part(part: Any, allowed: set[str], role: str, path: str) -> None:
+    if not isinstance(part, dict):
+        raise _fail(path, f"each content part must be an object, got {_type_name(part)}")
+    kind = part.get("type")
+    if not isinstance(kind, str):
+        raise _fail(f"{path}.type", "each content part needs a string `type`")
+    if kind not in allowed:
+        raise _fail(f"{path}.type", f"part type {kind!r} is not allowed in a {role} message "
+                                    f"(allowed: {', '.join(sorted(allowed))})")
+    if kind in ("text", "refusal") and not isinstance(part.get(kind), str):
+        raise _fail(f"{path}.{kind}", f"a {kind} part needs a string `{kind}` field")
+    if kind == "image_url":
+        image = part.get("image_url")
+        if not isinstance(image, dict) or not isinstance(image.get("url"), str):
+            raise _fail(f"{path}.image_url", "an image part needs `image_url: {\"url\": \"...\"}`")
+
+
+def _validate_tool_calls(calls: Any, path: str) -> None:
+    if not isinstance(calls, list):
+        raise _fail(path, f"must be an array of tool calls, got {_type_name(calls)}")
+    for index, call in enumerate(calls):
+        _validate_tool_call(call, f"{path}[{index}]")
+
+
+def _validate_tool_call(call: Any, path: str) -> None:
+    if not isinstance(call, dict):
+        raise _fail(path, f"each tool call must be an object, got {_type_name(call)}")
+    if not isinstance(call.get("id"), str) or not call["id"]:
+        raise _fail(f"{path}.id", "each tool call needs a non-empty string id")
+    if call.get("type", "function") != "function":
+        raise _fail(f"{path}.type", f"only 'function' tool calls are supported, got {call.get('type')!r}")
+    fn = call.get("function")
+    if not isinstance(fn, dict):
+        raise _fail(f"{path}.function", "each tool call needs a `function` object")
+    if not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise _fail(f"{path}.function.name", "the function name must be a non-empty string")
+    if not isinstance(fn.get("arguments"), str):
+        raise _fail(f"{path}.function.arguments",
+                    f"must be a JSON-encoded string, got {_type_name(fn.get('arguments'))}")
+
+
+def strip_private_fields(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the message without ctxproxy's own fields (`pinned`): what a provider may see."""
+    return {k: v for k, v in message.items() if k not in PRIVATE_FIELDS}
+
+
+def is_pinned(message: Mapping[str, Any]) -> bool:
+    return message.get("pinned") is True
+
+
+def content_text(content: Any) -> str:
+    """Text of a `content` value: the string itself, or its text/refusal parts joined by newlines."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = []
+    for part in content:
+        if isinstance(part, Mapping):
+            kind = part.get("type")
+            value = part.get(kind) if kind in ("text", "refusal") else None
+            if isinstance(value, str):
+                texts.append(value)
+    return "\n".join(texts)
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The human-readable text of a message: content text plus tool calls as `name(arguments)`."""
+    pieces = [content_text(message.get("content"))]
+    calls = list(message.get("tool_calls") or ())
+    if isinstance(message.get("function_call"), Mapping):
+        calls.append({"function": message["function_call"]})
+    for call in calls:
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(fn, Mapping):
+            args = fn.get("arguments")
+            args_text = args if isinstance(args, str) else json.dumps(args)
+            pieces.append(f"{fn.get('name')}({args_text})")
+    return "\n".join(p for p in pieces if p)

@@ -1,0 +1,63 @@
+"""Secret redaction for text that leaves the request path: logs, summariser prompts, stored summaries.
+
+Patterns are precompiled and ordered from most to least specific (a PEM block before anything that
+could match inside it). Each match becomes `[REDACTED:<kind>]`; the output is stable under a second
+pass (redaction is idempotent), and ordinary text, order numbers and file paths are left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private_key", re.compile(
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)),
+    ("authorization", re.compile(
+        r"(?i)(?<![\w-])(authorization|proxy-authorization)(\s*[:=]\s*)"
+        r"(?!\[REDACTED)(?:(?:bearer|basic|token|apikey)\s+)?[^\s\"',;]+")),
+    ("bearer", re.compile(r"(?i)\bbearer\s+(?!\[REDACTED)[A-Za-z0-9\-._~+/]{8,}=*")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{16,}")),
+    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("secret", re.compile(
+        r"(?i)(?<![\w-])((?:[a-z0-9]+[_-])*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token"
+        r"|auth[_-]?token|client[_-]?secret|private[_-]?key)(?:[_-][a-z0-9]+)*)"
+        r"([\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)([^\s\"',;&]{3,})")),
+)
+
+_GROUPED_KINDS = {"authorization", "secret"}  # keep the label, redact only the value
+
+
+def _replacement(kind: str) -> Any:
+    if kind in _GROUPED_KINDS:
+        return lambda m: f"{m.group(1)}{m.group(2)}[REDACTED:{kind}]"
+    return f"[REDACTED:{kind}]"
+
+
+_COMPILED = tuple((pattern, _replacement(kind)) for kind, pattern in _PATTERNS)
+
+
+def redact(text: str) -> str:
+    """`text` with every recognised secret replaced by `[REDACTED:<kind>]`."""
+    if not text:
+        return text
+    for pattern, replacement in _COMPILED:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact_obj(obj: Any) -> Any:
+    """Redact every string inside nested dicts/lists/tuples (keys are kept; values are redacted)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, Mapping):
+        return {key: redact_obj(value) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(redact_obj(value) for value in obj)
+    return obj
