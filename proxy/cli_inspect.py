@@ -1,0 +1,120 @@
+"""`ctxproxy inspect`: a tenant's conversations, or one conversation in detail, read from the store.
+
+`ctxproxy inspect [--config FILE] [--db PATH] (--api-key KEY | --tenant ID) [CONVERSATION_ID] [--json]`.
+The tenant comes from --tenant, else the keyed hash of --api-key / $CTXPROXY_API_KEY; the key itself is
+only hashed in memory. Reads go through `TenantStore`, so another tenant's conversation is not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+
+from config.errors import ConfigError, CtxProxyError
+from config.loader import load_settings
+from config.settings import StoreSettings
+from proxy import inspect_text, inspect_view
+
+API_KEY_ENV = "CTXPROXY_API_KEY"
+PIPE_WIDTH = 160
+HELP = "show a tenant's conversations, or one conversation's view, summaries, anchors and budget"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `inspect` on the main CLI's subparsers (sets `func`)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser("inspect", help=HELP, description=HELP)
+    configure_parser(parser)
+    return parser
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="YAML config (store.path is read from it)")
+    parser.add_argument("--db", metavar="PATH", help="SQLite store file (overrides the config)")
+    who = parser.add_mutually_exclusive_group()
+    who.add_argument("--api-key", metavar="KEY", help=f"client API key (default: ${API_KEY_ENV})")
+    who.add_argument("--tenant", metavar="ID", help="tenant id (hash shown by the inspector, or 'anonymous')")
+    parser.add_argument("conversation_id", nargs="?", metavar="CONVERSATION_ID")
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON (stable keys)")
+    parser.set_defaults(func=run)
+
+
+def store_settings(args: argparse.Namespace, env: Mapping[str, str]) -> StoreSettings:
+    """The config's store section, with --db replacing the path; the file must already exist."""
+    settings = load_settings(args.config, env).store
+    if args.db:
+        settings = dataclasses.replace(settings, path=args.db)
+    if not Path(settings.path).is_file():
+        raise ConfigError(f"store.path: no store at {settings.path} (pass --db or --config)")
+    return settings
+
+
+def tenant_of(store: Any, args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """--tenant as given, else the tenant hash of --api-key or $CTXPROXY_API_KEY."""
+    if args.tenant:
+        return str(args.tenant)
+    key = args.api_key or env.get(API_KEY_ENV)
+    if not key:
+        raise ConfigError(f"inspect: pass --api-key KEY or --tenant ID (or set {API_KEY_ENV})")
+    return str(store.tenant_id_for_key(key))
+
+
+def collect(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, Any]:
+    """Open the store, read what was asked, close it: ("list", rows) or ("conversation", dict)."""
+    from store.store import Store  # deferred: `--help` works without touching the store
+
+    store = Store.open(store_settings(args, env))
+    try:
+        tenant = store.for_tenant(tenant_of(store, args, env))
+        if args.conversation_id:
+            return "conversation", inspect_view.inspect_conversation(tenant, args.conversation_id)
+        return "list", inspect_view.conversation_list(tenant)
+    finally:
+        store.close()
+
+
+def emit(kind: str, data: Any, as_json: bool, out: TextIO) -> None:
+    """JSON (sorted keys) or rich text; text is 160 columns wide unless writing to a terminal."""
+    if as_json:
+        payload = {"conversations": data} if kind == "list" else data
+        out.write(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        return
+    tty = out.isatty()
+    console = Console(file=out, width=None if tty else PIPE_WIDTH, force_terminal=tty, highlight=False)
+    if kind == "list":
+        inspect_text.render_list(data, console)
+    else:
+        inspect_text.render_conversation(data, console)
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None,
+        err: TextIO | None = None) -> int:
+    """Execute `inspect`; 0 on success, 1 when the store or conversation is unusable or unknown."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        kind, data = collect(args, os.environ if env is None else env)
+    except CtxProxyError as exc:
+        err.write(f"ctxproxy inspect: {exc.message}\n")
+        return 1
+    emit(kind, data, args.json, out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry (`python -m proxy.cli_inspect`), same options as `ctxproxy inspect`."""
+    parser = argparse.ArgumentParser(prog="ctxproxy inspect", description=HELP)
+    configure_parser(parser)
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
