@@ -238,7 +238,8 @@ def render_timeline(rows: Sequence[Mapping[str, Any]], console: Console) -> None
         summary = f"{first['summary_id']} (d{first['summary_depth']})" if first["summary_id"] else ""
         tokens = sum(int(r["token_count"]) for r in group)
         status = Text(first["status"], style=STATUS_STYLE.get(first["status"], ""))
-        table.add_row(seq, role, f"{tokens:,}", status, summary, Text(first["preview"], overflow="ellipsis", no_wrap=True))
+        text = Text(first["preview"], overflow="ellipsis", no_wrap=True)
+        table.add_row(seq, role, f"{tokens:,}", status, summary, text)
     console.print(table)
 
 
