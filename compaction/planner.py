@@ -1,0 +1,139 @@
+"""Build the forwarded message list by priority (design: Budget; seed 002).
+
+Order of the forwarded list: the client's system/developer messages (raw, from the request body,
+original order), then the anchor block (one system message), then the working view (stored
+summaries rendered as messages, raw messages taken from the request body with `pinned` stripped),
+newest last. When nothing is compacted (no summary, no anchor block) the request body is forwarded
+in its original order, so a mid-conversation system message stays where the client put it.
+
+Token counts come from the cache (StoredMessage.token_count for messages, one count per rendered
+summary); stored messages are never recounted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from compaction.selection import Entry, protected_start
+from compaction.toolpairs import SYSTEM_ROLES, group_messages
+from compaction.types import Occupancy
+
+REPLY_PRIMING = 3  # tokens OpenAI adds to every request to prime the reply (see tokens.py)
+
+Category = Literal["system", "anchors", "summaries", "fresh_tail"]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One forwarded message with what truncation needs to know about it."""
+
+    message: dict[str, Any]
+    tokens: int
+    category: Category
+    group: int  # slots sharing a group are kept or dropped together
+    ref: str  # stored message id, summary id, or "anchors"
+    protected: bool = False  # system messages and the last user turn: never dropped
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The forwarded list and its accounting."""
+
+    slots: tuple[Slot, ...]
+    tools_tokens: int
+    budget: int
+
+    @property
+    def messages(self) -> tuple[dict[str, Any], ...]:
+        return tuple(s.message for s in self.slots)
+
+    @property
+    def tokens(self) -> int:
+        """Input tokens of the request: messages, reply priming and tool schemas."""
+        return REPLY_PRIMING + sum(s.tokens for s in self.slots) + self.tools_tokens
+
+    @property
+    def summary_ids(self) -> tuple[str, ...]:
+        return tuple(s.ref for s in self.slots if s.category == "summaries")
+
+    @property
+    def occupancy(self) -> Occupancy:
+        by = {c: sum(s.tokens for s in self.slots if s.category == c)
+              for c in ("system", "anchors", "summaries", "fresh_tail")}
+        return Occupancy(system=by["system"] + REPLY_PRIMING, anchors=by["anchors"],
+                         summaries=by["summaries"], fresh_tail=by["fresh_tail"],
+                         tools=self.tools_tokens, budget=self.budget)
+
+
+@dataclass(frozen=True)
+class SystemMessage:
+    """A system/developer message of the request body, with its cached count."""
+
+    message: dict[str, Any]
+    tokens: int
+    ref: str  # stored message id
+    position: int  # index in the request body
+
+
+def build_plan(system: Sequence[SystemMessage], anchor_block: dict[str, Any] | None,
+               anchor_tokens: int, entries: Sequence[Entry],
+               render: Callable[[Entry], dict[str, Any]], *, tools_tokens: int,
+               budget: int) -> Plan:
+    """The plan for `entries` (working view without system messages), before any truncation."""
+    view = _view_slots(entries, render)
+    compacted = anchor_block is not None or any(e.kind == "summary" for e in entries)
+    sys_slots = [Slot(m.message, m.tokens, "system", -1 - i, m.ref, True)
+                 for i, m in enumerate(system)]
+    if not compacted:
+        return Plan(tuple(_interleave(system, sys_slots, view)), tools_tokens, budget)
+    head = list(sys_slots)
+    if anchor_block is not None:
+        head.append(Slot(anchor_block, anchor_tokens, "anchors", -len(system) - 1, "anchors"))
+    return Plan(tuple(head + view), tools_tokens, budget)
+
+
+def _view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, Any]]) -> list[Slot]:
+    keep_from = protected_start(entries)
+    last_group = entries[-1].group if entries else None
+    out: list[Slot] = []
+    for i, entry in enumerate(entries):
+        category: Category = "summaries" if entry.kind == "summary" else "fresh_tail"
+        ref = entry.ref if entry.kind == "summary" else str(entry.message_id or entry.ref)
+        protected = entry.kind == "message" and (
+            (i == keep_from and entry.role == "user") or entry.group == last_group)
+        out.append(Slot(render(entry), entry.tokens, category, entry.group, ref, protected))
+    return out
+
+
+def _interleave(system: Sequence[SystemMessage], sys_slots: list[Slot],
+                view: list[Slot]) -> list[Slot]:
+    """Put system slots back at their request positions (uncompacted pass-through order)."""
+    out = list(view)
+    for message, slot in sorted(zip(system, sys_slots, strict=True), key=lambda p: p[0].position):
+        out.insert(min(message.position, len(out)), slot)
+    return out
+
+
+def raw_entries(messages: Sequence[tuple[dict[str, Any], int, int, int, bool]],
+                first_group: int = 0) -> list[Entry]:
+    """Entries for a contiguous run of raw (seq, ...) messages, grouped atomically.
+
+    Each item is (message, seq, message_id, tokens, pinned); system/developer messages are skipped.
+    Group keys start at `first_group` and are unique within the run.
+    """
+    dicts = [m[0] for m in messages]
+    out: list[Entry] = []
+    for ordinal, group in enumerate(group_messages(dicts)):
+        for message, seq, message_id, tokens, pinned in messages[group.start:group.end]:
+            role = str(message.get("role"))
+            if role in SYSTEM_ROLES:
+                continue
+            out.append(Entry("message", str(seq), tokens, role, first_group + ordinal, seq,
+                             pinned=pinned, message_id=message_id))
+    return out
+
+
+def with_tokens(entry: Entry, tokens: int) -> Entry:
+    return replace(entry, tokens=tokens)
