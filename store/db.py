@@ -1,0 +1,62 @@
+"""Opening the SQLite database and running transactions.
+
+One connection per Store, in autocommit mode (`isolation_level=None`) so transactions are explicit:
+`transaction(conn)` opens `BEGIN IMMEDIATE` (or a savepoint when already inside one) and commits or
+rolls back as a unit, which is what makes every store write all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlite_utils
+
+from config.errors import StoreError
+
+_savepoints = itertools.count()
+
+
+def open_database(path: str, busy_timeout_ms: int) -> sqlite_utils.Database:
+    """Open (creating the parent directory) with WAL, busy_timeout, foreign keys; run migrations."""
+    from store.migrations import apply_migrations  # migrations import transaction() from here
+
+    if path != ":memory:":
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open store at {path}: {exc}") from exc
+    db = sqlite_utils.Database(conn)
+    apply_migrations(conn)
+    return db
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """All-or-nothing unit of work; nests through savepoints."""
+    if conn.in_transaction:
+        name = f"sp{next(_savepoints)}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

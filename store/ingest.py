@@ -1,0 +1,165 @@
+"""Conversation identity and ingest: find the stored conversation a request continues, store the rest.
+
+Runs inside the caller's transaction, with the tenant-scoped runner of a TenantStore. Rules
+(docs/architecture.md): with an external id, the newest conversation of the tenant with that id;
+without, the longest stored chain prefix (newest conversation wins a tie). Extending appends;
+a resent or shorter history adds nothing; a divergence forks a new conversation holding the full
+request history, with `forked_from` set (the old one is never modified). Without an external id, a
+shared prefix made only of system/developer messages (a common system prompt) is not a fork but a
+new conversation.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from config.errors import InvalidRequestError
+from store import rows
+from store.content import searchable_text
+from store.identity import body_hash, canonical_bodies, chain_from_bodies
+from store.models import Conversation, IngestResult, StoredMessage
+
+_MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
+                "created_at")
+
+
+class Runner(Protocol):
+    """A TenantStore's one query function: binds `:tenant` itself."""
+
+    def __call__(self, sql: str, params: dict[str, Any] | None = None) -> sqlite3.Cursor: ...
+
+
+@dataclass(frozen=True)
+class _Match:
+    conversation: sqlite3.Row | None  # conversations row the request continues (or diverges from)
+    matched: int  # length of the common chain prefix
+
+
+def public_body(m: dict[str, Any]) -> dict[str, Any]:
+    """The message as stored: the client's object minus ctxproxy's own `pinned` field."""
+    return {k: v for k, v in m.items() if k != "pinned"} if "pinned" in m else dict(m)
+
+
+def new_conversation_id() -> str:
+    return "conv_" + secrets.token_hex(8)
+
+
+def _match_by_external_id(run: Runner, external_id: str, hashes: list[str]) -> _Match:
+    conv = run("SELECT * FROM conversations WHERE tenant_id = :tenant AND external_id = :ext "
+               "ORDER BY created_at DESC, rowid DESC LIMIT 1", {"ext": external_id}).fetchone()
+    if conv is None:
+        return _Match(None, 0)
+    stored = run("SELECT chain_hash FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                 "AND seq < :n ORDER BY seq", {"cid": conv["id"], "n": len(hashes)}).fetchall()
+    matched = 0
+    for row, h in zip(stored, hashes, strict=False):
+        if row[0] != h:
+            break
+        matched += 1
+    return _Match(conv, matched)
+
+
+def _match_by_chain(run: Runner, hashes: list[str]) -> _Match:
+    """One indexed query for all of the request's chain hashes; the deepest hit is the longest prefix."""
+    params: dict[str, Any] = {f"h{i}": h for i, h in enumerate(hashes)}
+    marks = ", ".join(f":h{i}" for i in range(len(hashes)))
+    hits = run("SELECT m.seq, m.chain_hash, c.* FROM messages m JOIN conversations c ON c.id = "
+               f"m.conversation_id WHERE m.tenant_id = :tenant AND m.chain_hash IN ({marks}) "
+               "ORDER BY m.seq DESC, c.created_at DESC, c.rowid DESC LIMIT 16", params).fetchall()
+    for row in hits:  # equal chain hash implies equal position; checked against a collision anyway
+        if hashes[row["seq"]] == row["chain_hash"] if row["seq"] < len(hashes) else False:
+            return _Match(row, row["seq"] + 1)
+    return _Match(None, 0)
+
+
+def _insert_conversation(run: Runner, model: str, external_id: str | None,
+                         forked_from: str | None, now: float) -> sqlite3.Row:
+    cid = new_conversation_id()
+    run("INSERT INTO conversations (id, tenant_id, model, external_id, forked_from, message_count, "
+        "created_at, updated_at) VALUES (:cid, :tenant, :model, :ext, :fork, 0, :now, :now)",
+        {"cid": cid, "model": model, "ext": external_id, "fork": forked_from, "now": now})
+    row: sqlite3.Row = run("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
+                           {"cid": cid}).fetchone()
+    return row
+
+
+def insert_message(run: Runner, cid: str, seq: int, m: dict[str, Any], token_count: int,
+                   hashes: tuple[str, str], source: str, now: float) -> StoredMessage:
+    """Write one message (the FTS triggers index its searchable text)."""
+    body = public_body(m)
+    role = str(m.get("role") or "")
+    values = {"cid": cid, "seq": seq, "role": role, "json": rows.dumps(body),
+              "text": searchable_text(m), "tokens": token_count, "chain": hashes[0],
+              "content": hashes[1], "pinned": 1 if m.get("pinned") else 0, "source": source, "now": now}
+    cur = run("INSERT INTO messages (tenant_id, conversation_id, seq, role, message_json, text, token_count, "
+              "chain_hash, content_hash, pinned, source, created_at) VALUES (:tenant, :cid, :seq, :role, "
+              ":json, :text, :tokens, :chain, :content, :pinned, :source, :now)", values)
+    return StoredMessage(id=int(cur.lastrowid or 0), conversation_id=cid, seq=seq, role=role,
+                         message=body, token_count=token_count, chain_hash=hashes[0],
+                         content_hash=hashes[1], pinned=bool(values["pinned"]),
+                         source="reply" if source == "reply" else "client", created_at=now)
+
+
+def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]],
+                   upto: int) -> list[StoredMessage]:
+    """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation)."""
+    found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                "AND seq < :upto ORDER BY seq", {"cid": cid, "upto": upto}).fetchall()
+    out = [rows.message(r, public_body(messages[r["seq"]])) for r in found]
+    newly_pinned = [s.id for s, r in zip(out, found, strict=True)
+                    if messages[r["seq"]].get("pinned") and not r["pinned"]]
+    if newly_pinned:  # pinning is monotonic: a client may pin an old message later
+        run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN "
+            f"({', '.join(str(int(i)) for i in newly_pinned)})")
+        out = [s if s.id not in newly_pinned else _pinned(s) for s in out]
+    return out
+
+
+def _pinned(m: StoredMessage) -> StoredMessage:
+    return replace(m, pinned=True)
+
+
+def _only_system(messages: Sequence[dict[str, Any]], upto: int) -> bool:
+    return all(m.get("role") in ("system", "developer") for m in messages[:upto])
+
+
+def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
+           count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
+    """Identify the conversation, store only new messages; the caller holds the transaction."""
+    if not messages:
+        raise InvalidRequestError("messages must not be empty", param="messages")
+    bodies = canonical_bodies(messages)
+    chain = chain_from_bodies(bodies)
+    match = _match_by_external_id(run, external_id, chain) if external_id else _match_by_chain(run, chain)
+    now = time.time()
+    conv, keep, forked = match.conversation, match.matched, False
+    stored_len = conv["message_count"] if conv is not None else 0
+    if conv is not None and keep < stored_len and keep < len(messages):
+        forked = external_id is not None or not _only_system(messages, keep)
+        conv = _insert_conversation(run, model, external_id, conv["id"] if forked else None, now)
+        keep = 0
+    elif conv is None:
+        conv = _insert_conversation(run, model, external_id, None, now)
+    stored = _stored_prefix(run, conv["id"], messages, keep) if keep else []
+    for seq in range(keep, len(messages)):
+        stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),
+                                     (chain[seq], body_hash(bodies[seq])), "client", now))
+    new_count = len(messages) - keep if keep < len(messages) else 0
+    if new_count:
+        run("UPDATE conversations SET message_count = :count, updated_at = :now "
+            "WHERE tenant_id = :tenant AND id = :cid",
+            {"count": len(messages), "now": now, "cid": conv["id"]})
+    conversation = _conversation_after(conv, new_count, len(messages), now)
+    return IngestResult(conversation, tuple(stored), new_count, forked)
+
+
+def _conversation_after(row: sqlite3.Row, new_count: int, total: int, now: float) -> Conversation:
+    base = rows.conversation(row)
+    if not new_count:
+        return base
+    return replace(base, message_count=max(base.message_count, total), updated_at=now)

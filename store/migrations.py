@@ -1,0 +1,253 @@
+"""Numbered schema migrations, each applied in its own transaction and recorded.
+
+A migration is `(version, name, sql_or_callable)`. SQL is run statement by statement inside the
+transaction (never `executescript`, which would commit half-way), so a failing migration leaves
+nothing behind and `schema_migrations` only lists what was fully applied. Re-opening is a no-op.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from config.errors import StoreError
+from store.db import transaction
+
+_INITIAL = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE TABLE conversations (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    external_id TEXT,
+    forked_from TEXT,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX conversations_tenant_external ON conversations (tenant_id, external_id, created_at);
+CREATE INDEX conversations_tenant_updated ON conversations (tenant_id, updated_at);
+
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    token_count INTEGER NOT NULL,
+    chain_hash TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    source TEXT NOT NULL DEFAULT 'client',
+    created_at REAL NOT NULL,
+    -- the large columns last: reading the small ones never walks overflow pages
+    message_json TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (conversation_id, seq)
+);
+CREATE INDEX messages_tenant_chain ON messages (tenant_id, chain_hash, seq, conversation_id);
+
+CREATE TABLE summaries (
+    num INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    kind TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    level TEXT NOT NULL,
+    content TEXT NOT NULL,
+    token_count INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX summaries_conversation ON summaries (conversation_id, num);
+
+CREATE TABLE summary_sources (
+    tenant_id TEXT NOT NULL,
+    summary_id TEXT NOT NULL REFERENCES summaries (id),
+    source_kind TEXT NOT NULL CHECK (source_kind IN ('message', 'summary')),
+    source_id TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    PRIMARY KEY (summary_id, ord)
+);
+CREATE INDEX summary_sources_source ON summary_sources (source_kind, source_id);
+
+CREATE TABLE anchors (
+    id INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    source_message_id INTEGER,
+    source_seq INTEGER NOT NULL DEFAULT -1,
+    status TEXT NOT NULL DEFAULT 'active',
+    superseded_by INTEGER,
+    created_at REAL NOT NULL
+);
+CREATE INDEX anchors_lookup ON anchors (conversation_id, kind, key, status);
+
+CREATE TABLE views (
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    version INTEGER NOT NULL,
+    items_json TEXT NOT NULL,
+    covered_through_seq INTEGER NOT NULL,
+    anchor_ids_json TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (conversation_id, version)
+);
+
+CREATE TABLE compaction_events (
+    id INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    trigger TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    level TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    summarizer_model TEXT NOT NULL,
+    summarizer_settings_json TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    source_message_ids_json TEXT NOT NULL,
+    source_summary_ids_json TEXT NOT NULL,
+    summary_id TEXT,
+    depth INTEGER,
+    generation INTEGER,
+    tokens_before INTEGER NOT NULL,
+    tokens_after INTEGER NOT NULL,
+    verification TEXT NOT NULL,
+    rejected_facts_json TEXT NOT NULL,
+    anchors_added_json TEXT NOT NULL,
+    anchors_superseded_json TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    error TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX compaction_events_conversation ON compaction_events (conversation_id, id);
+
+CREATE TABLE forwarded (
+    id INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    prefix_hashes_json TEXT NOT NULL,
+    tokens_received INTEGER NOT NULL,
+    tokens_forwarded INTEGER NOT NULL,
+    budget INTEGER NOT NULL,
+    occupancy_json TEXT NOT NULL,
+    compacted INTEGER NOT NULL,
+    view_version INTEGER NOT NULL,
+    extends_previous INTEGER,
+    created_at REAL NOT NULL
+);
+CREATE INDEX forwarded_conversation ON forwarded (conversation_id, id);
+
+CREATE TABLE tool_rounds (
+    id INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    calls_json TEXT NOT NULL,
+    results_json TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX tool_rounds_conversation ON tool_rounds (conversation_id, id);
+"""
+
+
+def _fts_pair(corpus: str, table: str, column: str, rowid: str) -> str:
+    """A unicode61 (words, bm25) and a trigram (substrings, CJK) external-content index + triggers."""
+    return f"""
+CREATE VIRTUAL TABLE {corpus}_fts USING fts5 (
+    {column}, content='{table}', content_rowid='{rowid}', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE {corpus}_tri USING fts5 (
+    {column}, content='{table}', content_rowid='{rowid}', tokenize='trigram');
+CREATE TRIGGER {table}_fts_ai AFTER INSERT ON {table} BEGIN
+    INSERT INTO {corpus}_fts (rowid, {column}) VALUES (new.{rowid}, new.{column});
+    INSERT INTO {corpus}_tri (rowid, {column}) VALUES (new.{rowid}, new.{column});
+END;
+CREATE TRIGGER {table}_fts_ad AFTER DELETE ON {table} BEGIN
+    INSERT INTO {corpus}_fts ({corpus}_fts, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
+    INSERT INTO {corpus}_tri ({corpus}_tri, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
+END;
+CREATE TRIGGER {table}_fts_au AFTER UPDATE OF {column} ON {table} BEGIN
+    INSERT INTO {corpus}_fts ({corpus}_fts, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
+    INSERT INTO {corpus}_tri ({corpus}_tri, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
+    INSERT INTO {corpus}_fts (rowid, {column}) VALUES (new.{rowid}, new.{column});
+    INSERT INTO {corpus}_tri (rowid, {column}) VALUES (new.{rowid}, new.{column});
+END;
+"""
+
+
+_SEARCH = _fts_pair("messages", "messages", "text", "id") + _fts_pair("summaries", "summaries",
+                                                                        "content", "num")
+
+Step = str | Callable[[sqlite3.Connection], None]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    step: Step
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _INITIAL),
+    Migration(2, "fts5 indexes (unicode61 + trigram) kept in sync by triggers", _SEARCH),
+)
+
+
+def split_statements(sql: str) -> Iterator[str]:
+    """Complete SQL statements of a script (trigger bodies keep their inner semicolons)."""
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip():
+                yield pending.strip()
+            pending = ""
+    if pending.strip():
+        raise StoreError(f"incomplete SQL statement in migration: {pending.strip()[:80]}")
+
+
+def applied_versions(conn: sqlite3.Connection) -> set[int]:
+    """Versions recorded in `schema_migrations` (creating that table if needed)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
+    return {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+
+
+def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[int]:
+    """Apply the missing migrations in order, each in one transaction; return the versions applied."""
+    done = applied_versions(conn)
+    applied: list[int] = []
+    for migration in sorted(migrations, key=lambda m: m.version):
+        if migration.version in done:
+            continue
+        try:
+            with transaction(conn):
+                if conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?",
+                                (migration.version,)).fetchone():
+                    continue  # another process applied it meanwhile
+                _run_step(conn, migration.step)
+                conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                             (migration.version, migration.name, time.time()))
+        except sqlite3.Error as exc:
+            raise StoreError(f"migration {migration.version} ({migration.name}) failed: {exc}") from exc
+        applied.append(migration.version)
+    return applied
+
+
+def _run_step(conn: sqlite3.Connection, step: Step) -> None:
+    if callable(step):
+        step(conn)
+        return
+    for statement in split_statements(step):
+        conn.execute(statement)

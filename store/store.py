@@ -1,0 +1,385 @@
+"""The store: one SQLite connection (`Store`) and tenant-scoped access to its data (`TenantStore`).
+
+Every query a TenantStore runs goes through `TenantStore._run`, which refuses SQL without the
+`:tenant` parameter and binds it itself; so another tenant's ids behave exactly like nonexistent
+ones. Writes run in one transaction each (`_tx`): a failure leaves nothing half-written.
+Summary ids are `sum_` + 12 random hex; a summary's generation is the number of summaries the
+conversation already had, plus one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import sqlite_utils
+
+from config.errors import NotFoundError, StoreError
+from config.settings import StoreSettings
+from store import expand as expand_mod
+from store import ingest as ingest_mod
+from store import rows
+from store import search as search_mod
+from store.anchors import upsert_anchors
+from store.db import open_database, transaction
+from store.identity import body_hash, canonical_bodies, chain_from_bodies
+from store.models import (
+    Anchor,
+    AnchorDraft,
+    CompactionEvent,
+    ContextView,
+    Conversation,
+    ExpandedItem,
+    ForwardedRecord,
+    IngestResult,
+    SearchHit,
+    SearchQuery,
+    StoredMessage,
+    SummaryDraft,
+    SummaryRecord,
+)
+
+ANONYMOUS_TENANT = "anonymous"
+_CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds")
+
+
+class Store:
+    """Owns the connection, the tenant secret, and hands out TenantStores."""
+
+    def __init__(self, db: sqlite_utils.Database, tenant_secret: str) -> None:
+        self.db = db
+        self.conn: sqlite3.Connection = db.conn
+        self.lock = threading.RLock()
+        self._secret = tenant_secret
+
+    @classmethod
+    def open(cls, settings: StoreSettings) -> Store:
+        """Open or create the database, migrate it, and load (or create once) the tenant secret."""
+        db = open_database(settings.path, settings.busy_timeout_ms)
+        secret = settings.tenant_secret or _stored_secret(db.conn)
+        return cls(db, secret)
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    @property
+    def tenant_secret(self) -> str:
+        return self._secret
+
+    def tenant_id_for_key(self, api_key: str | None) -> str:
+        """HMAC-SHA256(secret, key), first 32 hex; no key -> `anonymous`. The key is never stored."""
+        if api_key is None:
+            return ANONYMOUS_TENANT
+        return hmac.new(self._secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def for_tenant(self, tenant_id: str) -> TenantStore:
+        return TenantStore(self, tenant_id)
+
+
+def _stored_secret(conn: sqlite3.Connection) -> str:
+    """The secret kept in `meta`, generated on first use (race-safe: first writer wins)."""
+    with transaction(conn):
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('tenant_secret', ?)",
+                     (secrets.token_hex(32),))
+        row = conn.execute("SELECT value FROM meta WHERE key = 'tenant_secret'").fetchone()
+    return str(row[0])
+
+
+class TenantStore:
+    """Everything one tenant may read or write; nothing here can reach another tenant's rows."""
+
+    def __init__(self, store: Store, tenant_id: str) -> None:
+        self._store = store
+        self.tenant_id = tenant_id
+
+    # -- the one query function ------------------------------------------------------------------
+
+    def _run(self, sql: str, params: dict[str, Any] | None = None) -> sqlite3.Cursor:
+        """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
+        if ":tenant" not in sql:
+            raise StoreError("internal: store query without tenant filter")
+        bound = {**(params or {}), "tenant": self.tenant_id}
+        with self._store.lock:
+            cur = self._store.conn.cursor()
+            cur.row_factory = sqlite3.Row
+            try:
+                return cur.execute(sql, bound)
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"store query failed: {exc}") from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        with self._store.lock, transaction(self._store.conn):
+            yield
+
+    def _one(self, sql: str, params: dict[str, Any], what: str) -> sqlite3.Row:
+        row = self._run(sql, params).fetchone()
+        if row is None:
+            raise NotFoundError(f"{what} not found")
+        return row  # type: ignore[no-any-return]
+
+    # -- conversations and messages --------------------------------------------------------------
+
+    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
+               count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
+        """Store a request's history (only what is new); see store/ingest.py for identity rules."""
+        with self._tx():
+            return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
+                                     count_tokens=count_tokens)
+
+    def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int) -> StoredMessage:
+        """Store the provider's reply as the next message (source='reply'), continuing the chain."""
+        with self._tx():
+            conv = self.conversation(conversation_id)
+            last = self._run("SELECT chain_hash FROM messages WHERE tenant_id = :tenant AND "
+                             "conversation_id = :cid ORDER BY seq DESC LIMIT 1",
+                             {"cid": conversation_id}).fetchone()
+            body = canonical_bodies([message])[0]
+            pair = (chain_from_bodies([body], last[0] if last else "")[0], body_hash(body))
+            now = time.time()
+            stored = ingest_mod.insert_message(self._run, conversation_id, conv.message_count, message,
+                                               token_count, pair, "reply", now)
+            self._run("UPDATE conversations SET message_count = message_count + 1, updated_at = :now "
+                      "WHERE tenant_id = :tenant AND id = :cid", {"now": now, "cid": conversation_id})
+            return stored
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        row = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
+                        {"cid": conversation_id}, f"conversation {conversation_id!r}")
+        return rows.conversation(row)
+
+    def list_conversations(self, limit: int = 50) -> list[Conversation]:
+        """Newest activity first."""
+        found = self._run("SELECT * FROM conversations WHERE tenant_id = :tenant "
+                          "ORDER BY updated_at DESC, rowid DESC LIMIT :limit", {"limit": limit})
+        return [rows.conversation(r) for r in found]
+
+    def messages(self, conversation_id: str, *, start_seq: int = 0,
+                 end_seq: int | None = None) -> list[StoredMessage]:
+        """Messages with start_seq <= seq < end_seq (end exclusive, like range), in order."""
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "AND seq >= :start AND seq < :end ORDER BY seq",
+                          {"cid": conversation_id, "start": start_seq,
+                           "end": end_seq if end_seq is not None else 2**62})
+        return [rows.message(r) for r in found]
+
+    def message(self, message_id: int) -> StoredMessage:
+        row = self._one("SELECT * FROM messages WHERE tenant_id = :tenant AND id = :id",
+                        {"id": message_id}, f"message {message_id}")
+        return rows.message(row)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation and all it owns (index rows go with them through the triggers)."""
+        with self._tx():
+            self.conversation(conversation_id)
+            params = {"cid": conversation_id}
+            self._run("DELETE FROM summary_sources WHERE tenant_id = :tenant AND summary_id IN "
+                      "(SELECT id FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid)",
+                      params)
+            self._run("DELETE FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid", params)
+            for table in _CONVERSATION_TABLES:
+                self._run(f"DELETE FROM {table} WHERE tenant_id = :tenant AND conversation_id = :cid",
+                          params)
+            self._run("UPDATE conversations SET forked_from = NULL WHERE tenant_id = :tenant "
+                      "AND forked_from = :cid", params)
+            self._run("DELETE FROM conversations WHERE tenant_id = :tenant AND id = :cid", params)
+
+    # -- summaries and views ---------------------------------------------------------------------
+
+    def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
+        """Commit a summary: id, generation (previous count + 1), source links, FTS rows."""
+        with self._tx():
+            self.conversation(draft.conversation_id)
+            self._check_sources(draft)
+            cid = draft.conversation_id
+            generation = 1 + self._run("SELECT COUNT(*) FROM summaries WHERE tenant_id = :tenant "
+                                       "AND conversation_id = :cid", {"cid": cid}).fetchone()[0]
+            values = {"id": "sum_" + secrets.token_hex(6), "cid": cid, "kind": draft.kind,
+                      "depth": draft.depth, "gen": generation, "level": draft.level,
+                      "content": draft.content, "tokens": draft.token_count, "first": draft.first_seq,
+                      "last": draft.last_seq, "model": draft.model, "pv": draft.prompt_version,
+                      "now": time.time()}
+            self._run("INSERT INTO summaries (id, tenant_id, conversation_id, kind, depth, generation, "
+                      "level, content, token_count, first_seq, last_seq, model, prompt_version, "
+                      "created_at) VALUES (:id, :tenant, :cid, :kind, :depth, :gen, :level, :content, "
+                      ":tokens, :first, :last, :model, :pv, :now)", values)
+            sources = [("message", str(i)) for i in draft.source_message_ids] + [
+                ("summary", s) for s in draft.source_summary_ids]
+            for ord_, (kind, source_id) in enumerate(sources):
+                self._run("INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
+                          "VALUES (:tenant, :sid, :kind, :src, :ord)",
+                          {"sid": values["id"], "kind": kind, "src": source_id, "ord": ord_})
+            return self.summary(str(values["id"]))
+
+    def _check_sources(self, draft: SummaryDraft) -> None:
+        """Sources must be this conversation's messages and summaries."""
+        cid = draft.conversation_id
+        for table, ids in (("messages", [int(i) for i in draft.source_message_ids]),
+                           ("summaries", list(draft.source_summary_ids))):
+            if not ids:
+                continue
+            params: dict[str, Any] = {f"i{n}": v for n, v in enumerate(ids)}
+            params["cid"] = cid
+            marks = ", ".join(f":i{n}" for n in range(len(ids)))
+            found = {r[0] for r in self._run(f"SELECT id FROM {table} WHERE tenant_id = :tenant AND "
+                                             f"conversation_id = :cid AND id IN ({marks})", params)}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                raise NotFoundError(f"summary sources not found in conversation {cid!r}: {missing}")
+
+    def summary(self, summary_id: str) -> SummaryRecord:
+        row = self._one("SELECT * FROM summaries WHERE tenant_id = :tenant AND id = :id",
+                        {"id": summary_id}, f"summary {summary_id!r}")
+        return rows.summary(row, self._sources([summary_id]).get(summary_id, []))
+
+    def summaries(self, conversation_id: str) -> list[SummaryRecord]:
+        """All summaries of a conversation, oldest first."""
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "ORDER BY num", {"cid": conversation_id}).fetchall()
+        sources = self._sources_of_conversation(conversation_id)
+        return [rows.summary(r, sources.get(r["id"], [])) for r in found]
+
+    def _sources(self, summary_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+        params = {f"s{n}": s for n, s in enumerate(summary_ids)}
+        marks = ", ".join(f":s{n}" for n in range(len(summary_ids)))
+        out: dict[str, list[tuple[str, str]]] = {}
+        for r in self._run("SELECT summary_id, source_kind, source_id FROM summary_sources WHERE "
+                           f"tenant_id = :tenant AND summary_id IN ({marks}) ORDER BY ord", params):
+            out.setdefault(r[0], []).append((r[1], r[2]))
+        return out
+
+    def _sources_of_conversation(self, conversation_id: str) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list[tuple[str, str]]] = {}
+        for r in self._run("SELECT ss.summary_id, ss.source_kind, ss.source_id FROM summary_sources ss "
+                           "JOIN summaries s ON s.id = ss.summary_id WHERE ss.tenant_id = :tenant AND "
+                           "s.conversation_id = :cid ORDER BY ss.summary_id, ss.ord",
+                           {"cid": conversation_id}):
+            out.setdefault(r[0], []).append((r[1], r[2]))
+        return out
+
+    def view(self, conversation_id: str) -> ContextView | None:
+        """The latest persisted view, or None before the first compaction."""
+        self.conversation(conversation_id)
+        row = self._run("SELECT * FROM views WHERE tenant_id = :tenant AND conversation_id = :cid "
+                        "ORDER BY version DESC LIMIT 1", {"cid": conversation_id}).fetchone()
+        return rows.view(row) if row else None
+
+    def save_view(self, view: ContextView) -> ContextView:
+        """Persist a new version (previous + 1, whatever `view.version` says)."""
+        with self._tx():
+            self.conversation(view.conversation_id)
+            previous = self._run("SELECT MAX(version) FROM views WHERE tenant_id = :tenant AND "
+                                 "conversation_id = :cid", {"cid": view.conversation_id}).fetchone()[0]
+            saved = replace(view, version=(previous or 0) + 1, created_at=time.time())
+            self._run("INSERT INTO views (tenant_id, conversation_id, version, items_json, "
+                      "covered_through_seq, anchor_ids_json, created_at) VALUES (:tenant, :cid, :version, "
+                      ":items, :covered, :anchors, :now)",
+                      {"cid": saved.conversation_id, "version": saved.version,
+                       "items": rows.dumps([[i.kind, i.ref] for i in saved.items]),
+                       "covered": saved.covered_through_seq, "anchors": rows.dumps(list(saved.anchor_ids)),
+                       "now": saved.created_at})
+            return saved
+
+    # -- anchors, events, forwarded requests, tool rounds ----------------------------------------
+
+    def anchors(self, conversation_id: str, *, include_superseded: bool = False) -> list[Anchor]:
+        self.conversation(conversation_id)
+        status = "" if include_superseded else " AND status = 'active'"
+        found = self._run("SELECT * FROM anchors WHERE tenant_id = :tenant AND conversation_id = :cid"
+                          f"{status} ORDER BY id", {"cid": conversation_id})
+        return [rows.anchor(r) for r in found]
+
+    def upsert_anchors(self, conversation_id: str,
+                       drafts: Sequence[AnchorDraft]) -> tuple[list[Anchor], list[Anchor]]:
+        """(added, superseded): see store/anchors.py for the correction rules."""
+        with self._tx():
+            self.conversation(conversation_id)
+            return upsert_anchors(self._run, conversation_id, drafts)
+
+    def record_event(self, event: CompactionEvent) -> CompactionEvent:
+        with self._tx():
+            self.conversation(event.conversation_id)
+            values = rows.event_values(event)
+            now = time.time()
+            names = list(values)
+            cur = self._run(f"INSERT INTO compaction_events (tenant_id, created_at, {', '.join(names)}) "
+                            f"VALUES (:tenant, :now, {', '.join(':' + n for n in names)})",
+                            {**values, "now": now})
+            return replace(event, id=int(cur.lastrowid or 0), created_at=now)
+
+    def events(self, conversation_id: str) -> list[CompactionEvent]:
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM compaction_events WHERE tenant_id = :tenant AND "
+                          "conversation_id = :cid ORDER BY id", {"cid": conversation_id})
+        return [rows.event(r) for r in found]
+
+    def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
+        """Store it; True when the previous forwarded prefix is a prefix of this one (None if first)."""
+        with self._tx():
+            self.conversation(rec.conversation_id)
+            last = self._run("SELECT prefix_hashes_json FROM forwarded WHERE tenant_id = :tenant AND "
+                             "conversation_id = :cid ORDER BY id DESC LIMIT 1",
+                             {"cid": rec.conversation_id}).fetchone()
+            extends: bool | None = None
+            if last is not None:
+                previous = json.loads(last[0])
+                extends = list(rec.prefix_hashes[: len(previous)]) == previous
+            self._run("INSERT INTO forwarded (tenant_id, conversation_id, prefix_hashes_json, "
+                      "tokens_received, tokens_forwarded, budget, occupancy_json, compacted, view_version, "
+                      "extends_previous, created_at) VALUES (:tenant, :cid, :hashes, :received, "
+                      ":forwarded, :budget, :occupancy, :compacted, :view, :extends, :now)",
+                      {"cid": rec.conversation_id, "hashes": rows.dumps(list(rec.prefix_hashes)),
+                       "received": rec.tokens_received, "forwarded": rec.tokens_forwarded,
+                       "budget": rec.budget, "occupancy": rows.dumps(rec.occupancy),
+                       "compacted": int(rec.compacted), "view": rec.view_version,
+                       "extends": None if extends is None else int(extends), "now": time.time()})
+            return extends
+
+    def forwarded(self, conversation_id: str) -> list[ForwardedRecord]:
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM forwarded WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "ORDER BY id", {"cid": conversation_id})
+        return [rows.forwarded(r) for r in found]
+
+    def record_tool_round(self, conversation_id: str, calls: list[dict[str, Any]],
+                          results: list[dict[str, Any]]) -> None:
+        """Audit trail of the proxy's own recall tool calls (never messages, never compacted)."""
+        with self._tx():
+            self.conversation(conversation_id)
+            self._run("INSERT INTO tool_rounds (tenant_id, conversation_id, calls_json, results_json, "
+                      "created_at) VALUES (:tenant, :cid, :calls, :results, :now)",
+                      {"cid": conversation_id, "calls": rows.dumps(calls), "results": rows.dumps(results),
+                       "now": time.time()})
+
+    def tool_rounds(self, conversation_id: str) -> list[dict[str, Any]]:
+        """Recorded recall rounds, oldest first: {calls, results, created_at}."""
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM tool_rounds WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "ORDER BY id", {"cid": conversation_id})
+        return [{"calls": json.loads(r["calls_json"]), "results": json.loads(r["results_json"]),
+                 "created_at": r["created_at"]} for r in found]
+
+    # -- recall ----------------------------------------------------------------------------------
+
+    def search(self, q: SearchQuery) -> list[SearchHit]:
+        """Full-text search (store/search.py); a named conversation must be this tenant's."""
+        search_mod.validate(q)
+        if q.conversation_id and not q.all_conversations:
+            self.conversation(q.conversation_id)
+        return search_mod.search(self._run, q)
+
+    def expand(self, ids: Sequence[str]) -> list[ExpandedItem]:
+        """Full messages / summaries by id (store/expand.py), in the order asked."""
+        return [ExpandedItem(**fields) for fields in expand_mod.expand_rows(self._run, ids)]
