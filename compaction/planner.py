@@ -1,7 +1,7 @@
 """Build the forwarded message list by priority (design: Budget; seed 002).
 
 Order of the forwarded list: the client's system/developer messages (raw, from the request body,
-original order), then the anchor block (one system message), then the working view (stored
+original order; system messages ending the request stay last), then the anchor block (one system message), then the working view (stored
 summaries rendered as messages, raw messages taken from the request body with `pinned` stripped),
 newest last. When nothing is compacted (no summary, no anchor block) the request body is forwarded
 in its original order, so a mid-conversation system message stays where the client put it.
@@ -80,7 +80,7 @@ class SystemMessage:
 def build_plan(system: Sequence[SystemMessage], anchor_block: dict[str, Any] | None,
                anchor_tokens: int, entries: Sequence[Entry],
                render: Callable[[Entry], dict[str, Any]], *, tools_tokens: int,
-               budget: int) -> Plan:
+               budget: int, request_length: int) -> Plan:
     """The plan for `entries` (working view without system messages), before any truncation."""
     view = _view_slots(entries, render)
     compacted = anchor_block is not None or any(e.kind == "summary" for e in entries)
@@ -88,10 +88,23 @@ def build_plan(system: Sequence[SystemMessage], anchor_block: dict[str, Any] | N
                  for i, m in enumerate(system)]
     if not compacted:
         return Plan(tuple(_interleave(system, sys_slots, view)), tools_tokens, budget)
-    head = list(sys_slots)
+    trailing = _trailing(system, request_length)
+    head = [s for m, s in zip(system, sys_slots, strict=True) if m.position not in trailing]
+    tail = [s for m, s in zip(system, sys_slots, strict=True) if m.position in trailing]
     if anchor_block is not None:
         head.append(Slot(anchor_block, anchor_tokens, "anchors", -len(system) - 1, "anchors"))
-    return Plan(tuple(head + view), tools_tokens, budget)
+    return Plan(tuple(head + view + tail), tools_tokens, budget)
+
+
+def _trailing(system: Sequence[SystemMessage], request_length: int) -> set[int]:
+    """Positions of system messages that end the request: they stay last, after the view."""
+    positions = {m.position for m in system}
+    out: set[int] = set()
+    pos = request_length - 1
+    while pos in positions:
+        out.add(pos)
+        pos -= 1
+    return out
 
 
 def _view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, Any]]) -> list[Slot]:

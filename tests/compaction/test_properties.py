@@ -1,0 +1,133 @@
+"""Invariants of planning + truncation over random conversations (hypothesis).
+
+Whatever the conversation (parallel and nested tool rounds, huge tool outputs, pinned messages) and
+whatever the budget, the forwarded list fits (counted with the real tokenizer), pairs every tool call
+with its results, keeps every system message and ends with the client's last message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.planner import SystemMessage, build_plan, raw_entries
+from compaction.selection import Entry, protected_start
+from compaction.tokens import TokenCounter
+from compaction.toolpairs import SYSTEM_ROLES, is_derived, validate_outgoing
+from compaction.truncate import fit
+from config.errors import InvalidRequestError
+from tests.compaction.conftest import MODEL, asst, tool, user
+
+COUNTER = TokenCounter.for_model(MODEL)
+WORDS = st.sampled_from(["order", "4711", "refund", "the", "file", "src/app.py", "ok", "deadline",
+                         "2024-05-01", "naïve", "東京", "{", "}", "\n"])
+
+
+def text(max_words: int) -> st.SearchStrategy[str]:
+    return st.lists(WORDS, min_size=1, max_size=max_words).map(" ".join)
+
+
+@st.composite
+def turn(draw: st.DrawFn, index: int) -> list[dict[str, Any]]:
+    msgs = [user(draw(text(40)))]
+    if draw(st.booleans()):
+        msgs[0]["pinned"] = True
+    for r in range(draw(st.integers(0, 3))):
+        ids = [f"call_{index}_{r}_{k}" for k in range(draw(st.integers(1, 3)))]
+        msgs.append(asst(draw(st.one_of(st.none(), text(10))), ids))
+        results = [tool(i, draw(st.one_of(text(30), text(3).map(lambda t: t * 400)))) for i in ids]
+        msgs.extend(draw(st.permutations(results)))
+    if draw(st.booleans()):
+        msgs.append(asst(draw(text(30))))
+    return msgs
+
+
+@st.composite
+def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        msgs.append({"role": "system", "content": draw(text(60))})
+    for i in range(draw(st.integers(1, 8))):
+        msgs.extend(draw(turn(i)))
+        if draw(st.integers(0, 9)) == 0:
+            msgs.append({"role": "developer", "content": draw(text(10))})
+    if msgs[-1]["role"] == "assistant" and msgs[-1].get("tool_calls") is None:
+        msgs.append(user(draw(text(20))))
+    return msgs
+
+
+def _plan_inputs(msgs: list[dict[str, Any]], summarise_first: int) -> tuple[list[SystemMessage], list[Entry]]:
+    clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
+    system = [SystemMessage(m, COUNTER.count_message(m), str(i), i)
+              for i, m in enumerate(clean) if m["role"] in SYSTEM_ROLES]
+    rows = [(m, i, i, COUNTER.count_message(m), bool(msgs[i].get("pinned"))) for i, m in enumerate(clean)]
+    entries = raw_entries(rows)
+    cut = _group_boundary(entries, summarise_first)
+    if cut:
+        summary = Entry("summary", "sum_000000000001", 0, "summary", -100, entries[cut - 1].seq, 0)
+        entries = [summary, *entries[cut:]]
+    return system, entries
+
+
+def _group_boundary(entries: list[Entry], n: int) -> int:
+    n = min(n, protected_start(entries))
+    while 0 < n < len(entries) and entries[n].group == entries[n - 1].group:
+        n -= 1
+    return n
+
+
+SUMMARY_MSG = {"role": "system", "content": "<ctxproxy:summary id=\"sum_000000000001\">earlier</...>"}
+
+
+def _render(clean: list[dict[str, Any]]) -> Any:
+    def render(entry: Entry) -> dict[str, Any]:
+        return SUMMARY_MSG if entry.kind == "summary" else clean[entry.seq]
+    return render
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversation(), st.integers(300, 6_000), st.integers(0, 400), st.integers(0, 12),
+       st.booleans())
+def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[dict[str, Any]], budget: int,
+                                                       tools_tokens: int, summarise_first: int,
+                                                       offered: bool) -> None:
+    clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
+    system, entries = _plan_inputs(msgs, summarise_first)
+    entries = [e if e.kind == "message" else Entry(**{**e.__dict__, "tokens": COUNTER.count_message(SUMMARY_MSG)})
+               for e in entries]
+    anchors = {"role": "system", "content": "<ctxproxy:anchors>\n- [order] order: 4711\n</ctxproxy:anchors>"}
+    plan = build_plan(system, anchors if summarise_first else None, COUNTER.count_message(anchors),
+                      entries, _render(clean), tools_tokens=tools_tokens, budget=budget,
+                      request_length=len(msgs))
+    assert plan.tokens == COUNTER.count_messages(plan.messages) + tools_tokens
+    try:
+        out, _ = fit(plan, COUNTER.count_message, COUNTER.count_text, "context_expand" if offered else None)
+    except InvalidRequestError:
+        _assert_skeleton_cannot_fit(plan)
+        return
+    forwarded = list(out.messages)
+    assert COUNTER.count_messages(forwarded) + tools_tokens <= budget
+    validate_outgoing(forwarded, msgs)
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    assert any(is_derived(m, msgs[last_user]) for m in forwarded)
+    if not offered:
+        assert all("context_expand" not in str(m.get("content")) for m in forwarded)
+
+
+def _assert_skeleton_cannot_fit(plan: Any) -> None:
+    """Only a protected skeleton (empty contents, bare framing) bigger than the budget may be refused."""
+    protected = [s.message for s in plan.slots if s.protected]
+    bare = [{**m, "content": ""} for m in protected]
+    assert COUNTER.count_messages(bare) + plan.tools_tokens > plan.budget - 60 * len(bare)
+
+
+def test_uncompacted_plan_is_the_request_itself() -> None:
+    msgs = [user("a"), {"role": "system", "content": "mid"}, asst("b"), user("c")]
+    system, entries = _plan_inputs(msgs, 0)
+    plan = build_plan(system, None, 0, entries, _render(msgs), tools_tokens=0, budget=10_000,
+                      request_length=len(msgs))
+    assert list(plan.messages) == msgs
+    assert plan.summary_ids == ()
+    assert plan.occupancy.used == plan.tokens
