@@ -1,0 +1,115 @@
+"""The aiohttp application: routes, middlewares and resources owned by cleanup contexts.
+
+Nothing is created at import time; each `create_app` builds its own store handle, client session,
+engine, metrics registry and logger, and closes them on shutdown (engine first, store last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from config.settings import Settings
+from proxy import appkeys, handlers_chat, handlers_meta
+from proxy.handlers_context import setup_context_routes
+from proxy.litellm_upstream import LiteLLMUpstream
+from proxy.logging import make_logger
+from proxy.metrics import Metrics, file_size_reader
+from proxy.middleware import error_middleware, observe_middleware
+from proxy.upstream import OpenAIUpstream, UpstreamRouter
+from proxy.windows import WindowResolver
+
+EngineFactory = Callable[[Any, Settings, Metrics, Any], Any]  # (store, settings, metrics, logger)
+CONNECTOR_LIMIT = 512  # concurrent upstream connections (streams hold one each)
+KEEPALIVE_S = 60.0
+
+
+def default_engine(store: Any, settings: Settings, metrics: Metrics, logger: Any) -> Any:
+    """compaction.engine.Engine with the default summariser choice."""
+    from compaction.engine import Engine
+
+    return Engine(store, settings)
+
+
+def create_app(settings: Settings, *, engine_factory: EngineFactory | None = None,
+               log_stream: Any = None) -> web.Application:
+    """A ready-to-run application for `settings` (resources start with the app)."""
+    app = web.Application(client_max_size=settings.server.max_body_bytes,
+                          middlewares=[observe_middleware, error_middleware])
+    app[appkeys.SETTINGS] = settings
+    app.cleanup_ctx.append(_observability(settings, log_stream))
+    app.cleanup_ctx.append(_store)
+    app.cleanup_ctx.append(_session)
+    app.cleanup_ctx.append(_engine(engine_factory or default_engine))
+    _add_routes(app)
+    return app
+
+
+def _add_routes(app: web.Application) -> None:
+    for prefix in ("/v1", ""):
+        app.router.add_post(f"{prefix}/chat/completions", handlers_chat.chat_completions)
+    app.router.add_get("/v1/models", handlers_meta.list_models)
+    app.router.add_get("/models", handlers_meta.list_models)
+    app.router.add_get("/healthz", handlers_meta.healthz)
+    app.router.add_get("/readyz", handlers_meta.readyz)
+    app.router.add_get("/metrics", handlers_meta.metrics)
+    setup_context_routes(app)
+
+
+def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        app[appkeys.LOGGER] = make_logger(settings.server.log_level, settings.server.log_format, stream)
+        app[appkeys.METRICS] = Metrics(store_size=file_size_reader(settings.store.path))
+        app[appkeys.WINDOWS] = WindowResolver(settings)
+        yield
+
+    return ctx
+
+
+async def _store(app: web.Application) -> AsyncIterator[None]:
+    from store.store import Store
+
+    store = Store.open(app[appkeys.SETTINGS].store)
+    app[appkeys.STORE] = store
+    try:
+        yield
+    finally:
+        store.close()
+
+
+def client_session(settings: Settings) -> aiohttp.ClientSession:
+    """The one upstream session: pooled keep-alive connections, no total timeout (streams)."""
+    server = settings.server
+    timeout = aiohttp.ClientTimeout(total=None, connect=server.upstream_connect_timeout_s,
+                                    sock_connect=server.upstream_connect_timeout_s,
+                                    sock_read=server.upstream_timeout_s)
+    connector = aiohttp.TCPConnector(limit=CONNECTOR_LIMIT, limit_per_host=0,
+                                     keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
+                                 auto_decompress=True)
+
+
+async def _session(app: web.Application) -> AsyncIterator[None]:
+    session = client_session(app[appkeys.SETTINGS])
+    app[appkeys.SESSION] = session
+    app[appkeys.UPSTREAMS] = UpstreamRouter(OpenAIUpstream(session), LiteLLMUpstream())
+    try:
+        yield
+    finally:
+        await session.close()
+
+
+def _engine(factory: EngineFactory) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        engine = factory(app[appkeys.STORE], app[appkeys.SETTINGS], app[appkeys.METRICS],
+                         app[appkeys.LOGGER])
+        app[appkeys.ENGINE] = engine
+        try:
+            yield
+        finally:
+            await engine.aclose()
+
+    return ctx

@@ -1,0 +1,134 @@
+"""The one place foreign exceptions (aiohttp, asyncio, json, litellm) become CtxProxyErrors.
+
+litellm is matched by class *name* along the MRO, so this module never imports litellm (only
+compaction/llm.py may). Every class litellm.exceptions exports has an explicit row in
+LITELLM_RULES; tests/proxy/test_error_mapping.py keeps the table complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from config.errors import (
+    CtxProxyError,
+    InvalidRequestError,
+    PayloadTooLargeError,
+    UpstreamError,
+    UpstreamHTTPError,
+    UpstreamTimeoutError,
+)
+
+INTERNAL_MESSAGE = "internal error in ctxproxy; see the proxy log for details"
+
+
+@dataclass(frozen=True)
+class LiteLLMRule:
+    """How one litellm exception class is answered: status, OpenAI error type and code."""
+
+    status: int
+    error_type: str
+    code: str
+
+
+_BAD_REQUEST = LiteLLMRule(400, "invalid_request_error", "invalid_request")
+LITELLM_RULES: dict[str, LiteLLMRule] = {
+    "AuthenticationError": LiteLLMRule(401, "authentication_error", "invalid_api_key"),
+    "CallerCredentialAuthenticationError": LiteLLMRule(401, "authentication_error", "invalid_api_key"),
+    "PermissionDeniedError": LiteLLMRule(403, "permission_error", "permission_denied"),
+    "NotFoundError": LiteLLMRule(404, "invalid_request_error", "model_not_found"),
+    "BadRequestError": _BAD_REQUEST,
+    "InvalidRequestError": _BAD_REQUEST,
+    "ImageFetchError": LiteLLMRule(400, "invalid_request_error", "image_fetch_failed"),
+    "MalformedRequestFieldError": _BAD_REQUEST,
+    "UnsupportedParamsError": LiteLLMRule(400, "invalid_request_error", "unsupported_parameter"),
+    "UnsupportedEndpointError": LiteLLMRule(400, "invalid_request_error", "unsupported_endpoint"),
+    "EndpointNotSupportedByModelError": LiteLLMRule(400, "invalid_request_error", "unsupported_endpoint"),
+    "ModelNotMappedError": LiteLLMRule(400, "invalid_request_error", "model_not_mapped"),
+    "LiteLLMUnknownProvider": LiteLLMRule(400, "invalid_request_error", "unknown_provider"),
+    "ContextWindowExceededError": LiteLLMRule(400, "invalid_request_error", "context_length_exceeded"),
+    "ContentPolicyViolationError": LiteLLMRule(400, "invalid_request_error", "content_policy_violation"),
+    "RejectedRequestError": LiteLLMRule(400, "invalid_request_error", "request_rejected"),
+    "GuardrailRaisedException": LiteLLMRule(400, "invalid_request_error", "guardrail_rejected"),
+    "BlockedPiiEntityError": LiteLLMRule(400, "invalid_request_error", "guardrail_rejected"),
+    "SensitiveDataRouteException": LiteLLMRule(400, "invalid_request_error", "guardrail_rejected"),
+    "ModifyResponseException": LiteLLMRule(400, "invalid_request_error", "guardrail_rejected"),
+    "VectorStoreSearchError": _BAD_REQUEST,
+    "PaymentRequiredError": LiteLLMRule(402, "insufficient_quota", "payment_required"),
+    "UnprocessableEntityError": LiteLLMRule(422, "invalid_request_error", "unprocessable_entity"),
+    "RateLimitError": LiteLLMRule(429, "rate_limit_error", "rate_limit_exceeded"),
+    "CallerCredentialRateLimitError": LiteLLMRule(429, "rate_limit_error", "rate_limit_exceeded"),
+    "BudgetExceededError": LiteLLMRule(429, "insufficient_quota", "budget_exceeded"),
+    "InternalServerError": LiteLLMRule(500, "server_error", "upstream_error"),
+    "APIError": LiteLLMRule(500, "server_error", "upstream_error"),
+    "OpenAIError": LiteLLMRule(500, "server_error", "upstream_error"),
+    "MockException": LiteLLMRule(500, "server_error", "upstream_error"),
+    "BadGatewayError": LiteLLMRule(502, "upstream_error", "bad_gateway"),
+    "APIConnectionError": LiteLLMRule(502, "upstream_error", "bad_gateway"),
+    "APIResponseValidationError": LiteLLMRule(502, "upstream_error", "invalid_upstream_response"),
+    "JSONSchemaValidationError": LiteLLMRule(502, "upstream_error", "invalid_upstream_response"),
+    "MidStreamFallbackError": LiteLLMRule(502, "upstream_error", "bad_gateway"),
+    "ServiceUnavailableError": LiteLLMRule(503, "server_error", "service_unavailable"),
+    "Timeout": LiteLLMRule(504, "upstream_error", "upstream_timeout"),
+    "APITimeoutError": LiteLLMRule(504, "upstream_error", "upstream_timeout"),
+}
+
+
+def to_ctxproxy_error(exc: BaseException) -> CtxProxyError | None:
+    """The CtxProxyError for `exc`, or None when it is unexpected (an internal bug: 500)."""
+    if isinstance(exc, CtxProxyError):
+        return exc
+    rule = litellm_rule(type(exc))
+    if rule is not None:
+        return _from_litellm(exc, rule)
+    return _from_transport(exc)
+
+
+def internal_error() -> CtxProxyError:
+    """The generic 500 that never leaks internals."""
+    return CtxProxyError(INTERNAL_MESSAGE)
+
+
+def litellm_rule(cls: type[BaseException]) -> LiteLLMRule | None:
+    """The rule of the nearest class in `cls`'s MRO defined by litellm/openai, if any."""
+    for klass in cls.__mro__:
+        module = klass.__module__ or ""
+        if module.split(".")[0] in ("litellm", "openai") and klass.__name__ in LITELLM_RULES:
+            return LITELLM_RULES[klass.__name__]
+    return None
+
+
+def _from_litellm(exc: BaseException, rule: LiteLLMRule) -> CtxProxyError:
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or not 400 <= status <= 599:
+        status = rule.status
+    message = str(getattr(exc, "message", None) or exc) or f"upstream answered {status}"
+    if rule.status == 504:
+        return UpstreamTimeoutError(message)
+    if rule.code == "bad_gateway":
+        return UpstreamError(message)
+    body: dict[str, Any] = {"error": {"message": message, "type": rule.error_type,
+                                      "param": getattr(exc, "param", None), "code": rule.code}}
+    return UpstreamHTTPError(status, body)
+
+
+def _from_transport(exc: BaseException) -> CtxProxyError | None:
+    # Order matters: ServerTimeoutError is both a ClientError and a TimeoutError.
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return UpstreamTimeoutError("the upstream provider did not answer in time")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return UpstreamError(f"cannot reach the upstream provider at {exc.host}:{exc.port}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return UpstreamError("the upstream provider closed the connection mid-response")
+    if isinstance(exc, aiohttp.ClientError):
+        return UpstreamError(f"upstream request failed: {type(exc).__name__}")
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return PayloadTooLargeError("request body is larger than server.max_body_bytes")
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return InvalidRequestError(f"request body is not valid JSON: {exc}")
+    return None

@@ -1,0 +1,242 @@
+"""POST /v1/chat/completions: parse, resolve, hand the turn to the engine, forward, relay.
+
+No compaction logic lives here: the engine decides what is forwarded (`Engine.prepare`), stores the
+reply (`record_reply`) and schedules background work (`after_turn`). This module only speaks HTTP.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from compaction.messages import strip_private_fields, validate_messages
+from compaction.types import ChatTurn, Credentials, PreparedRequest
+from config.errors import (
+    InvalidRequestError,
+    ModelNotFoundError,
+    PayloadTooLargeError,
+    UpstreamHTTPError,
+)
+from config.settings import LiteLLMParams, ModelEntry
+from proxy import appkeys, sse
+from proxy.middleware import CLIENT_CLOSED
+from proxy.upstream import Upstream
+
+CONVERSATION_HEADER = "X-Conversation-Id"
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+               "X-Accel-Buffering": "no"}
+
+
+@dataclass
+class Turn:
+    """Everything one request carries between the steps below."""
+
+    request: web.Request
+    started: float
+    turn: ChatTurn
+    prepared: PreparedRequest
+    params: LiteLLMParams
+    body: dict[str, Any]  # what is forwarded
+    api_key: str | None  # upstream key: the model entry's own, else the client's
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    started = time.perf_counter()
+    body = await read_json_object(request)
+    t = await prepare_turn(request, body, started)
+    upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
+    if body.get("stream") is True:
+        return await _stream(t, upstream)
+    return await _complete(t, upstream)
+
+
+async def read_json_object(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object; 413 over the limit, 400 when malformed."""
+    limit = request.app[appkeys.SETTINGS].server.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
+                                   f"limit of {limit} bytes")
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequestError(f"We could not parse the JSON body of your request: {exc}",
+                                  code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise InvalidRequestError("the request body must be a JSON object")
+    return body
+
+
+async def prepare_turn(request: web.Request, body: dict[str, Any], started: float) -> Turn:
+    """Resolve the model and tenant, build the ChatTurn and let the engine prepare it."""
+    app = request.app
+    record = request[appkeys.RECORD]
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequestError("you must provide a model parameter", param="model",
+                                  code="missing_required_parameter")
+    record.model, record.stream = model, body.get("stream") is True
+    entry = app[appkeys.SETTINGS].find_model(model)
+    if entry is None:
+        raise ModelNotFoundError(f"The model `{model}` does not exist or is not served by this proxy",
+                                 param="model")
+    client_key = bearer_key(request)
+    tenant = app[appkeys.STORE].tenant_id_for_key(client_key)
+    record.tenant_id = tenant
+    turn = await _build_turn(request, body, entry, tenant, client_key)
+    prepared: PreparedRequest = await app[appkeys.ENGINE].prepare(turn)
+    record.conversation_id = prepared.conversation_id
+    record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
+    record.compacted = prepared.compacted
+    app[appkeys.METRICS].observe_prepared(prepared)
+    params = turn.upstream
+    return Turn(request, started, turn, prepared, params, forward_body(body, prepared, params),
+                params.api_key or client_key)
+
+
+async def _build_turn(request: web.Request, body: dict[str, Any], entry: ModelEntry, tenant: str,
+                      client_key: str | None) -> ChatTurn:
+    model = body["model"]
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        validate_messages(messages)  # raises the engine's own 400 with param "messages"
+    tools = body.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise InvalidRequestError("tools must be a list of objects", param="tools")
+    window = await request.app[appkeys.WINDOWS].window(model)
+    return ChatTurn(
+        tenant_id=tenant, model=model, upstream=entry.resolved_params(model),
+        settings=entry.compaction, context_window=window, messages=tuple(messages or ()),
+        tools=tuple(tools), max_reply_tokens=_max_reply_tokens(body),
+        external_conversation_id=request.headers.get(CONVERSATION_HEADER) or None,
+        credentials=Credentials(client_key))
+
+
+def _max_reply_tokens(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def bearer_key(request: web.Request) -> str | None:
+    """The client's API key from `Authorization: Bearer ...` (None when absent)."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLLMParams) -> dict[str, Any]:
+    """The client's body with model, messages and tools replaced; `pinned` never leaves."""
+    out = dict(body)
+    out["model"] = params.upstream_model
+    out["messages"] = [strip_private_fields(m) if "pinned" in m else m for m in prepared.messages]
+    if prepared.tools:
+        out["tools"] = list(prepared.tools)
+    out.pop("pinned", None)
+    return out
+
+
+def _headers(t: Turn, upstream_s: float) -> dict[str, str]:
+    overhead_ms = max(0.0, (time.perf_counter() - t.started - upstream_s) * 1000)
+    t.request[appkeys.RECORD].overhead_ms = round(overhead_ms, 3)
+    return {"X-Ctxproxy-Conversation-Id": t.prepared.conversation_id,
+            "X-Ctxproxy-Tokens-Forwarded": str(t.prepared.tokens_forwarded),
+            "X-Ctxproxy-Compacted": "true" if t.prepared.compacted else "false",
+            "X-Ctxproxy-Overhead-Ms": f"{overhead_ms:.3f}"}
+
+
+async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
+    record = t.request[appkeys.RECORD]
+    began = time.perf_counter()
+    try:
+        reply = await upstream.complete(t.params, t.body, t.api_key)
+    except UpstreamHTTPError as exc:
+        record.upstream_status = exc.upstream_status
+        raise
+    upstream_s = time.perf_counter() - began
+    record.upstream_status = reply.status
+    usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
+    record.tokens_out = usage.get("completion_tokens") if usage else None
+    message = _first_message(reply.data)
+    engine = t.request.app[appkeys.ENGINE]
+    if message is not None:
+        await _maybe_await(engine.record_reply(t.prepared, t.turn, message))
+    await _maybe_await(engine.after_turn(t.prepared, t.turn))
+    headers = {**reply.headers, **_headers(t, upstream_s)}
+    _observe_timing(t, upstream_s)
+    return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+
+
+async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
+    record = t.request[appkeys.RECORD]
+    began = time.perf_counter()
+    try:
+        stream = await upstream.open_stream(t.params, t.body, t.api_key)
+    except UpstreamHTTPError as exc:
+        record.upstream_status = exc.upstream_status
+        raise
+    record.upstream_status = stream.status
+    response = web.StreamResponse(status=200, headers={
+        **stream.headers, **SSE_HEADERS, **_headers(t, time.perf_counter() - began)})
+    try:
+        await response.prepare(t.request)
+        outcome = await sse.relay(stream.events(), response.write)
+    except ConnectionResetError:
+        # The client went away: the upstream request is dropped (finally) and nothing is stored.
+        record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
+        return response
+    finally:
+        await stream.aclose()
+    upstream_s = time.perf_counter() - began
+    await _finish_stream(t, outcome)
+    _observe_timing(t, upstream_s, header_overhead=True)
+    await response.write_eof()
+    return response
+
+
+async def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
+    record = t.request[appkeys.RECORD]
+    engine = t.request.app[appkeys.ENGINE]
+    record.tokens_out = outcome.assembler.completion_tokens
+    if outcome.complete:
+        await _maybe_await(engine.record_reply(t.prepared, t.turn, outcome.assembler.message()))
+    else:
+        record.error_code = outcome.error.code if outcome.error else "stream_broken"
+        t.request.app[appkeys.LOGGER].warning(
+            "stream_broken", conversation_id=t.prepared.conversation_id, error=str(outcome.error),
+            stored_reply=False)
+    await _maybe_await(engine.after_turn(t.prepared, t.turn))
+
+
+def _observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -> None:
+    metrics = t.request.app[appkeys.METRICS]
+    record = t.request[appkeys.RECORD]
+    metrics.observe_upstream_latency(upstream_s)
+    if header_overhead and record.overhead_ms is not None:
+        metrics.observe_overhead(record.overhead_ms / 1000)
+    else:
+        metrics.observe_overhead(max(0.0, time.perf_counter() - t.started - upstream_s))
+
+
+def _first_message(data: dict[str, Any]) -> dict[str, Any] | None:
+    choices = data.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        return message if isinstance(message, dict) else None
+    return None
+
+
+async def _maybe_await(result: Any) -> None:
+    """Engine hooks may be sync or async; both are accepted."""
+    if inspect.isawaitable(result):
+        await result
+

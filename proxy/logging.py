@@ -1,0 +1,76 @@
+"""structlog, configured per app (no global state): JSON or console lines, secrets redacted.
+
+Every event dict passes `redaction_processor` before rendering: credential-bearing keys are
+dropped outright and every string value goes through compaction.redact.redact_obj. One canonical
+`request` line per request is emitted by proxy/middleware.py from a RequestRecord.
+"""
+
+from __future__ import annotations
+
+import logging as std_logging
+import sys
+from collections.abc import MutableMapping
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
+
+import structlog
+from structlog.typing import FilteringBoundLogger
+
+from compaction.redact import redact_obj
+
+# Keys never logged, whatever their value looks like (compared case-insensitively).
+DROPPED_KEYS = frozenset({"authorization", "api_key", "apikey", "x-api-key", "proxy-authorization",
+                          "headers", "credentials"})
+
+
+def redaction_processor(_logger: Any, _method: str,
+                        event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Drop credential keys and redact secrets in every value of the event dict."""
+    clean = {k: v for k, v in event.items() if k.lower() not in DROPPED_KEYS}
+    redacted: MutableMapping[str, Any] = redact_obj(clean)
+    return redacted
+
+
+def make_logger(level: str = "info", fmt: str = "json",
+                stream: TextIO | None = None) -> FilteringBoundLogger:
+    """A structlog BoundLogger writing one line per event to `stream` (stdout by default)."""
+    renderer: Any = (structlog.dev.ConsoleRenderer(colors=False) if fmt == "console"
+                     else structlog.processors.JSONRenderer())
+    numeric = std_logging.getLevelNamesMapping().get(level.upper(), std_logging.INFO)
+    logger: FilteringBoundLogger = structlog.wrap_logger(
+        structlog.PrintLogger(file=stream or sys.stdout),
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            redaction_processor,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        cache_logger_on_first_use=True,
+    )
+    return logger
+
+
+@dataclass
+class RequestRecord:
+    """Fields of the canonical `request` line; the handler fills what it learns along the way."""
+
+    method: str
+    path: str
+    status: int = 0
+    model: str | None = None
+    tenant_id: str | None = None
+    conversation_id: str | None = None
+    tokens_received: int | None = None
+    tokens_forwarded: int | None = None
+    tokens_out: int | None = None
+    compacted: bool | None = None
+    upstream_status: int | None = None
+    latency_ms: float = 0.0
+    overhead_ms: float | None = None
+    stream: bool = False
+    error_code: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,149 @@
+"""Prometheus metrics on a per-app CollectorRegistry (never the global default).
+
+Names carry units and counters end in `_total`. No label ever holds a conversation or tenant id
+(unbounded cardinality, and tenant ids are per-customer data). Owners of events call the methods
+here (`observe_compaction`, `observe_summarizer`, `recall_call`, ...) instead of touching metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from store.models import CompactionEvent
+
+METRIC_NAMES = (
+    "ctxproxy_requests_total",
+    "ctxproxy_upstream_latency_seconds",
+    "ctxproxy_proxy_overhead_seconds",
+    "ctxproxy_tokens_received_total",
+    "ctxproxy_tokens_forwarded_total",
+    "ctxproxy_tokens_saved_total",
+    "ctxproxy_compactions_total",
+    "ctxproxy_summarizer_latency_seconds",
+    "ctxproxy_summarizer_errors_total",
+    "ctxproxy_summarizer_circuit_state",
+    "ctxproxy_verification_rejections_total",
+    "ctxproxy_anchors_extracted_total",
+    "ctxproxy_forced_truncations_total",
+    "ctxproxy_recall_calls_total",
+    "ctxproxy_prefix_stable_requests_total",
+    "ctxproxy_prefix_checked_requests_total",
+    "ctxproxy_store_size_bytes",
+)
+CIRCUIT_STATES = {"closed": 0, "half-open": 1, "half_open": 1, "open": 2}
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
+
+
+def _c(name: str, doc: str, reg: CollectorRegistry, labels: tuple[str, ...] = ()) -> Counter:
+    # prometheus_client appends `_total` itself; declare the base name.
+    return Counter(name.removesuffix("_total"), doc, labels, registry=reg)
+
+
+class Metrics:
+    """All ctxproxy metrics, created on `registry` (one per app, so tests never collide)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 store_size: Callable[[], float] | None = None) -> None:
+        reg = registry if registry is not None else CollectorRegistry()
+        self.registry = reg
+        self.requests = _c("ctxproxy_requests_total", "HTTP requests by route and status", reg,
+                           ("route", "status"))
+        self.upstream_latency = Histogram("ctxproxy_upstream_latency_seconds",
+                                          "Upstream time to full reply (stream: to last byte)",
+                                          registry=reg, buckets=_LATENCY_BUCKETS)
+        self.overhead = Histogram("ctxproxy_proxy_overhead_seconds",
+                                  "Time spent in the proxy per request, upstream excluded",
+                                  registry=reg, buckets=_OVERHEAD_BUCKETS)
+        self.tokens_received = _c("ctxproxy_tokens_received_total", "Tokens in client requests", reg)
+        self.tokens_forwarded = _c("ctxproxy_tokens_forwarded_total", "Tokens forwarded upstream", reg)
+        self.tokens_saved = _c("ctxproxy_tokens_saved_total", "Received minus forwarded tokens", reg)
+        self.compactions = _c("ctxproxy_compactions_total", "Compaction steps", reg,
+                              ("tier", "level", "outcome"))
+        self.summarizer_latency = Histogram("ctxproxy_summarizer_latency_seconds",
+                                            "Summariser call duration", registry=reg,
+                                            buckets=_LATENCY_BUCKETS)
+        self.summarizer_errors = _c("ctxproxy_summarizer_errors_total", "Failed summariser calls", reg)
+        self.circuit_state = Gauge("ctxproxy_summarizer_circuit_state",
+                                   "Summariser circuit: 0 closed, 1 half-open, 2 open", registry=reg)
+        self.verification_rejections = _c("ctxproxy_verification_rejections_total",
+                                          "Summaries rejected by the fact verifier", reg)
+        self.anchors_extracted = _c("ctxproxy_anchors_extracted_total", "Anchors added", reg)
+        self.forced_truncations = _c("ctxproxy_forced_truncations_total",
+                                     "Requests that needed deterministic truncation", reg)
+        self.recall_calls = _c("ctxproxy_recall_calls_total", "Recall tool calls answered", reg,
+                               ("tool",))
+        self.prefix_stable = _c("ctxproxy_prefix_stable_requests_total",
+                                "Forwarded requests extending the previous one (cache-friendly)", reg)
+        self.prefix_checked = _c("ctxproxy_prefix_checked_requests_total",
+                                 "Forwarded requests with a previous one to compare against", reg)
+        self.store_size = Gauge("ctxproxy_store_size_bytes", "SQLite store size on disk (db + WAL)",
+                                registry=reg)
+        self.store_size.set_function(store_size or (lambda: 0.0))
+
+    def observe_request(self, route: str, status: int) -> None:
+        self.requests.labels(route=route, status=str(status)).inc()
+
+    def observe_upstream_latency(self, seconds: float) -> None:
+        self.upstream_latency.observe(seconds)
+
+    def observe_overhead(self, seconds: float) -> None:
+        self.overhead.observe(seconds)
+
+    def observe_prepared(self, prepared: Any) -> None:
+        """Token, prefix-stability and synchronous-compaction figures of one PreparedRequest."""
+        received, forwarded = prepared.tokens_received, prepared.tokens_forwarded
+        self.tokens_received.inc(received)
+        self.tokens_forwarded.inc(forwarded)
+        self.tokens_saved.inc(max(0, received - forwarded))
+        if prepared.forced_truncation:
+            self.forced_truncations.inc()
+        if prepared.prefix_stable is not None:
+            self.prefix_checked.inc()
+            if prepared.prefix_stable:
+                self.prefix_stable.inc()
+        for event in prepared.events:
+            self.observe_compaction(event)
+
+    def observe_compaction(self, event: CompactionEvent) -> None:
+        """One compaction step (synchronous or background)."""
+        self.compactions.labels(tier=event.tier, level=event.level, outcome=event.outcome).inc()
+        if event.verification == "failed":
+            self.verification_rejections.inc()
+        if event.anchors_added:
+            self.anchors_extracted.inc(len(event.anchors_added))
+
+    def observe_summarizer(self, seconds: float, ok: bool) -> None:
+        self.summarizer_latency.observe(seconds)
+        if not ok:
+            self.summarizer_errors.inc()
+
+    def set_circuit_state(self, state: str) -> None:
+        """`closed`, `half-open` or `open`."""
+        self.circuit_state.set(CIRCUIT_STATES[state])
+
+    def recall_call(self, tool: str) -> None:
+        self.recall_calls.labels(tool=tool).inc()
+
+    def render(self) -> bytes:
+        """Prometheus text exposition of this registry."""
+        return bytes(generate_latest(self.registry))
+
+
+def file_size_reader(db_path: str) -> Callable[[], float]:
+    """Size of the SQLite file plus its WAL/SHM, read at scrape time."""
+
+    def size() -> float:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                total += os.path.getsize(db_path + suffix)
+            except OSError:
+                continue
+        return float(total)
+
+    return size

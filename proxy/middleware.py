@@ -1,0 +1,93 @@
+"""Request middlewares: OpenAI-shaped errors, the canonical `request` log line, request metrics.
+
+`observe_middleware` (outer) times the request and logs one line from its RequestRecord;
+`error_middleware` (inner) turns every failure into `{"error": {...}}` with the right status, so
+the outer one always sees a response. Unexpected exceptions are logged with their traceback and
+answered with a generic 500 that leaks nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from config.errors import CtxProxyError, InvalidRequestError, NotFoundError, http_status
+from proxy import appkeys
+from proxy.error_mapping import internal_error, to_ctxproxy_error
+from proxy.logging import RequestRecord
+
+CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
+QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+def error_response(error: CtxProxyError) -> web.Response:
+    """The HTTP response for a CtxProxyError (upstream errors keep their own status and body)."""
+    return web.json_response(error.to_body(), status=http_status(error))
+
+
+def _from_http_exception(exc: web.HTTPException) -> CtxProxyError:
+    if exc.status == 404:
+        return NotFoundError(f"no route for this path: {exc.reason}", code="not_found")
+    if exc.status == 405:
+        return InvalidRequestError("method not allowed on this path", code="method_not_allowed")
+    mapped = to_ctxproxy_error(exc)
+    if mapped is not None:
+        return mapped
+    return InvalidRequestError(exc.reason or "request rejected")
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except CtxProxyError as exc:
+        return _failed(request, exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _failed(request, _from_http_exception(exc))
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception as exc:
+        mapped = to_ctxproxy_error(exc)
+        if mapped is None:
+            request.app[appkeys.LOGGER].exception("unhandled_error", path=request.path)
+            mapped = internal_error()
+        return _failed(request, mapped)
+
+
+def _failed(request: web.Request, error: CtxProxyError) -> web.Response:
+    record = request.get(appkeys.RECORD)
+    if record is not None:
+        record.error_code = error.code
+    return error_response(error)
+
+
+@web.middleware
+async def observe_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    record = RequestRecord(method=request.method, path=request.path)
+    request[appkeys.RECORD] = record
+    started = time.perf_counter()
+    status = CLIENT_CLOSED
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    finally:
+        record.status = record.status or status
+        record.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        _emit(request, record)
+
+
+def _emit(request: web.Request, record: RequestRecord) -> None:
+    app = request.app
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    app[appkeys.METRICS].observe_request(route, record.status)
+    logger: Any = app[appkeys.LOGGER]
+    log = logger.debug if record.path in QUIET_PATHS else logger.info
+    log("request", **record.fields())

@@ -1,0 +1,163 @@
+"""Server-sent events: incremental parsing, unbuffered relay, and reply assembly.
+
+The relay writes every upstream event to the client as soon as it is complete, before reading the
+next one, while an assembler rebuilds the assistant message (content, refusal, tool calls by index)
+so the engine can store it. A stream that breaks (reset, timeout, EOF without `[DONE]`) ends with
+an SSE `error` event, never a silent cut; nothing is stored for a broken reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.errors import CtxProxyError, UpstreamError
+
+DONE = b"[DONE]"
+Writer = Callable[[bytes], Awaitable[None]]
+
+
+class SSEParser:
+    """Split a byte stream into complete SSE event blocks (without the blank-line separator)."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        data = self._buffer + chunk
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        *events, self._buffer = data.split(b"\n\n")
+        return [e for e in events if e.strip()]
+
+    def tail(self) -> bytes:
+        """Whatever was left unterminated at end of stream."""
+        return self._buffer.strip()
+
+
+def event_data(event: bytes) -> tuple[str | None, bytes]:
+    """(event name, joined `data:` payload) of one SSE block."""
+    name: str | None = None
+    parts: list[bytes] = []
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            parts.append(line[5:].lstrip(b" "))
+        elif line.startswith(b"event:"):
+            name = line[6:].strip().decode("utf-8", "replace")
+    return name, b"\n".join(parts)
+
+
+def error_event(error: CtxProxyError) -> bytes:
+    """An SSE `error` event in OpenAI's error shape (the openai SDK raises APIError on it)."""
+    return b"event: error\ndata: " + json.dumps(error.to_body()).encode() + b"\n\n"
+
+
+@dataclass
+class ReplyAssembler:
+    """Rebuild the assistant message of choice 0 from chat.completion.chunk deltas."""
+
+    role: str = "assistant"
+    content: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+    finish_reason: str | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> None:
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._feed_delta(choice.get("delta") or {})
+                self.finish_reason = choice.get("finish_reason") or self.finish_reason
+
+    def _feed_delta(self, delta: dict[str, Any]) -> None:
+        if isinstance(delta.get("role"), str):
+            self.role = delta["role"]
+        if isinstance(delta.get("content"), str):
+            self.content.append(delta["content"])
+        if isinstance(delta.get("refusal"), str):
+            self.refusal.append(delta["refusal"])
+        for call in delta.get("tool_calls") or []:
+            if isinstance(call, dict):
+                self._feed_tool_call(call)
+
+    def _feed_tool_call(self, call: dict[str, Any]) -> None:
+        slot = self.tool_calls.setdefault(int(call.get("index", 0)), {
+            "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        if call.get("id"):
+            slot["id"] = call["id"]
+        if call.get("type"):
+            slot["type"] = call["type"]
+        function = call.get("function") or {}
+        if function.get("name"):
+            slot["function"]["name"] += function["name"]
+        if function.get("arguments"):
+            slot["function"]["arguments"] += function["arguments"]
+
+    def message(self) -> dict[str, Any]:
+        """The assembled assistant message, in the non-streaming response's shape."""
+        message: dict[str, Any] = {"role": self.role, "content": "".join(self.content) or None}
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        if self.tool_calls:
+            message["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
+        return message
+
+    @property
+    def completion_tokens(self) -> int | None:
+        value = (self.usage or {}).get("completion_tokens")
+        return value if isinstance(value, int) else None
+
+
+@dataclass
+class RelayOutcome:
+    """How a relayed stream ended: the assembled reply when complete, the error otherwise."""
+
+    assembler: ReplyAssembler
+    complete: bool = False
+    error: CtxProxyError | None = None
+
+
+async def relay(events: AsyncIterator[bytes], write: Writer) -> RelayOutcome:
+    """Pass each event block to `write` as it arrives; assemble the reply; report how it ended.
+
+    Upstream failures raised by `events` (already CtxProxyErrors, see proxy/upstream.py) end the
+    stream with an `error` event. Client-side write failures propagate to the caller.
+    """
+    outcome = RelayOutcome(ReplyAssembler())
+    try:
+        async for block in events:
+            await write(block + b"\n\n")
+            if _absorb(block, outcome):
+                return outcome
+        if outcome.error is not None:  # the provider's own in-band error was already relayed
+            return outcome
+        outcome.error = UpstreamError("upstream stream ended before [DONE]")
+    except CtxProxyError as exc:
+        outcome.error = exc
+    await write(error_event(outcome.error))
+    return outcome
+
+
+def _absorb(block: bytes, outcome: RelayOutcome) -> bool:
+    """Feed one event to the assembler; True when it was the terminal `[DONE]`."""
+    name, data = event_data(block)
+    if data.strip() == DONE:
+        outcome.complete = outcome.error is None
+        return True
+    if not data:
+        return False
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return False  # passed through anyway; only assembly skips it
+    if name == "error" or (isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk):
+        # The provider reported an error in-band; the client already got it. Not a stored reply.
+        outcome.error = UpstreamError("upstream reported an error mid-stream")
+        return False
+    if isinstance(chunk, dict):
+        outcome.assembler.feed(chunk)
+    return False

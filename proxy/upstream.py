@@ -1,0 +1,176 @@
+"""Calling the provider: the OpenAI-compatible fast path over one shared aiohttp session.
+
+`UpstreamRouter.for_params` picks the transport: providers speaking OpenAI's wire format with an
+`api_base` go straight over HTTP (no re-serialisation of the reply); everything else goes through
+litellm (proxy/litellm_upstream.py). Every failure leaves here as a CtxProxyError.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+from config.errors import CtxProxyError, UpstreamError, UpstreamHTTPError
+from config.settings import OPENAI_API_BASE, LiteLLMParams
+from proxy.error_mapping import to_ctxproxy_error
+from proxy.sse import SSEParser
+
+OPENAI_WIRE_PROVIDERS = frozenset({"", "openai", "hosted_vllm", "openai_compatible", "openai-compatible",
+                                   "custom_openai"})
+# Response headers worth relaying to the client (rate-limit hints, request ids).
+RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after")
+
+
+@dataclass(frozen=True)
+class UpstreamReply:
+    """A complete non-streaming reply: the provider's bytes, untouched, and their parse."""
+
+    status: int
+    raw: bytes
+    data: dict[str, Any]
+    headers: dict[str, str]
+
+
+class StreamingReply(Protocol):
+    """An open streaming reply: status/headers known, events not yet read."""
+
+    status: int
+    headers: dict[str, str]
+
+    def events(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Upstream(Protocol):
+    """One transport to providers."""
+
+    async def complete(self, params: LiteLLMParams, body: dict[str, Any],
+                       api_key: str | None) -> UpstreamReply: ...
+
+    async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
+                          api_key: str | None) -> StreamingReply: ...
+
+
+def uses_openai_wire(params: LiteLLMParams) -> bool:
+    """True when the fast path applies (OpenAI wire format and a known base URL)."""
+    if params.provider not in OPENAI_WIRE_PROVIDERS:
+        return False
+    return params.api_base is not None or params.provider in ("", "openai")
+
+
+class UpstreamRouter:
+    """Holds both transports; litellm is imported only when a non-OpenAI provider is used."""
+
+    def __init__(self, fast: Upstream, fallback: Upstream) -> None:
+        self.fast = fast
+        self.fallback = fallback
+
+    def for_params(self, params: LiteLLMParams) -> Upstream:
+        return self.fast if uses_openai_wire(params) else self.fallback
+
+
+class OpenAIUpstream:
+    """POST {api_base}/chat/completions with the shared session."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+
+    async def complete(self, params: LiteLLMParams, body: dict[str, Any],
+                       api_key: str | None) -> UpstreamReply:
+        resp = await self._post(params, body, api_key)
+        try:
+            raw = await resp.read()
+        except Exception as exc:
+            raise _mapped(exc) from exc
+        finally:
+            resp.release()
+        if resp.status >= 400:
+            raise upstream_http_error(resp.status, raw)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise UpstreamError("the upstream provider answered with invalid JSON") from None
+        if not isinstance(data, dict):
+            raise UpstreamError("the upstream provider answered with a non-object JSON")
+        return UpstreamReply(resp.status, raw, data, relayed_headers(resp.headers))
+
+    async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
+                          api_key: str | None) -> StreamingReply:
+        resp = await self._post(params, body, api_key)
+        if resp.status >= 400:
+            try:
+                raw = await resp.read()
+            except Exception as exc:
+                raise _mapped(exc) from exc
+            finally:
+                resp.release()
+            raise upstream_http_error(resp.status, raw)
+        return _AiohttpStream(resp)
+
+    async def _post(self, params: LiteLLMParams, body: dict[str, Any],
+                    api_key: str | None) -> aiohttp.ClientResponse:
+        url = f"{(params.api_base or OPENAI_API_BASE).rstrip('/')}/chat/completions"
+        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        extra_headers = params.extra.get("extra_headers") or params.extra.get("headers")
+        if isinstance(extra_headers, dict):
+            headers.update({str(k): str(v) for k, v in extra_headers.items()})
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            return await self._session.post(url, data=payload, headers=headers)
+        except Exception as exc:
+            raise _mapped(exc) from exc
+
+
+class _AiohttpStream:
+    """Events of one streaming reply; `aclose` closes the connection (cancels the provider)."""
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers = relayed_headers(resp.headers)
+        self.started = time.perf_counter()
+
+    async def events(self) -> AsyncIterator[bytes]:
+        parser = SSEParser()
+        try:
+            async for chunk in self._resp.content.iter_any():
+                for event in parser.feed(chunk):
+                    yield event
+        except Exception as exc:
+            raise _mapped(exc) from exc
+        if parser.tail():
+            yield parser.tail()
+
+    async def aclose(self) -> None:
+        # close(), not release(): an unfinished stream must drop the connection so the provider
+        # stops generating (and the pool never reuses a half-read connection).
+        if not self._resp.closed:
+            self._resp.close()
+
+
+def upstream_http_error(status: int, raw: bytes) -> CtxProxyError:
+    """A provider error: passed through unchanged when it is OpenAI-shaped JSON, else a 502."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict | str):
+        return UpstreamHTTPError(status, body)
+    snippet = raw[:200].decode("utf-8", "replace")
+    return UpstreamError(f"the upstream provider answered {status} without an error body: {snippet!r}")
+
+
+def relayed_headers(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower().startswith(RELAYED_HEADER_PREFIXES)}
+
+
+def _mapped(exc: BaseException) -> CtxProxyError:
+    return to_ctxproxy_error(exc) or UpstreamError(f"upstream request failed: {type(exc).__name__}")

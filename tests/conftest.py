@@ -1,0 +1,150 @@
+"""Shared test set-up: no network, offline model metadata, isolated env, proxy + fake upstream.
+
+The network block is installed at import time (before any test module imports litellm or the
+openai SDK) and lasts the whole session: connecting a socket to anything but loopback or a Unix
+socket, or resolving a non-local name, raises NetworkBlockedError.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", ""})
+TEST_API_KEY = "sk-test-0123456789abcdefghijklmnop"
+ISOLATED_ENV_PREFIXES = ("CTXPROXY_", "OPENAI_", "ANTHROPIC_", "AZURE_", "GEMINI_", "LITELLM_PROXY")
+
+
+class NetworkBlockedError(OSError):
+    """Raised when a test tries to reach beyond loopback."""
+
+
+def _is_local_host(host: Any) -> bool:
+    if host is None:
+        return True
+    if isinstance(host, bytes):
+        host = host.decode()
+    host = str(host).strip("[]").split("%")[0]
+    if host.lower() in LOCAL_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_address(address: Any) -> None:
+    if isinstance(address, str | bytes):  # AF_UNIX path
+        return
+    host = address[0] if isinstance(address, tuple) and address else address
+    if not _is_local_host(host):
+        raise NetworkBlockedError(f"network access blocked in tests: {address!r}")
+
+
+def _install_network_block() -> None:
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def connect(self: socket.socket, address: Any) -> None:
+        _check_address(address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        _check_address(address)
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_local_host(host):
+            raise NetworkBlockedError(f"name resolution blocked in tests: {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.getaddrinfo = getaddrinfo
+
+
+_install_network_block()
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see the developer's keys or ctxproxy overrides."""
+    for name in list(os.environ):
+        if name.startswith(ISOLATED_ENV_PREFIXES):
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+async def fake_upstream() -> AsyncIterator[Any]:
+    from tests.fakes.upstream import FakeUpstream
+
+    fake = await FakeUpstream().start()
+    try:
+        yield fake
+    finally:
+        await fake.close()
+
+
+def proxy_settings_for(upstream_url: str, store_path: Path, **server: Any) -> Any:
+    """Settings routing a few model names to the fake upstream (no litellm metadata lookups)."""
+    from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
+
+    models = (
+        ModelEntry("gpt-4o-mini", LiteLLMParams("openai/gpt-4o-mini", upstream_url), 128_000),
+        ModelEntry("keyed-model", LiteLLMParams("openai/gpt-4o", upstream_url,
+                                                "sk-upstream-configured-0123456789"), 128_000),
+        ModelEntry("fake-*", LiteLLMParams("openai/*", upstream_url), 128_000),
+    )
+    server_settings = replace(ServerSettings(), **{"upstream_timeout_s": 30.0, **server})
+    return Settings(model_list=models, store=StoreSettings(path=str(store_path)),
+                    server=server_settings)
+
+
+ProxyFactory = Callable[..., Awaitable[Any]]
+
+
+@pytest.fixture
+async def make_proxy(aiohttp_server: Any, fake_upstream: Any, tmp_path: Path) -> ProxyFactory:
+    """`await make_proxy(settings=None, **server_overrides)` -> a started aiohttp TestServer."""
+    from proxy.app import create_app
+
+    async def factory(settings: Any = None, **server: Any) -> Any:
+        settings = settings or proxy_settings_for(fake_upstream.url, tmp_path / "store.db", **server)
+        return await aiohttp_server(create_app(settings), handler_cancellation=True)
+
+    return factory
+
+
+@pytest.fixture
+async def proxy_server(make_proxy: ProxyFactory) -> Any:
+    return await make_proxy()
+
+
+@pytest.fixture
+def proxy_url(proxy_server: Any) -> str:
+    return str(proxy_server.make_url("")).rstrip("/")
+
+
+@pytest.fixture
+async def openai_client(proxy_url: str) -> AsyncIterator[Any]:
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=proxy_url + "/v1", api_key=TEST_API_KEY, max_retries=0)
+    try:
+        yield client
+    finally:
+        await client.close()
