@@ -138,8 +138,9 @@ def _blocks(sources_text: str) -> list[tuple[str, str, str]]:
 def _excerpt(header: str, ref: str, body: str, chars: int) -> str:
     if len(body) <= chars:
         return f"{header}\n{body}".strip()
-    head, tail = body[: chars * 2 // 3].rstrip(), body[len(body) - chars // 3:].lstrip() if chars >= 3 else ""
-    marker = f"[... truncated; expand {ref} for the full text ...]" if ref else "[... truncated ...]"
+    head = body[: chars * 2 // 3].rstrip()
+    tail = body[len(body) - chars // 3:].lstrip() if chars >= 3 else ""
+    marker = f"[... truncated; expand {ref} ...]" if ref else "[... truncated ...]"
     return "\n".join(p for p in (header, head, marker, tail) if p)
 
 
@@ -151,11 +152,13 @@ def truncate_sources(sources_text: str, limit_tokens: int, counter: TokenCounter
     """
     blocks = _blocks(sources_text)
     chars = max(len(body) for _, _, body in blocks)
-    while chars >= 16:
+    while True:  # the last try (chars == 0) keeps only headers and markers
         text = "\n\n".join(_excerpt(h, r, b, chars) for h, r, b in blocks)
         if counter.count_text(text) <= limit_tokens:
             return text
-        chars //= 2
+        if chars == 0:
+            break
+        chars = chars // 2 if chars >= 16 else 0
     return _prefix_within(sources_text, limit_tokens, counter)
 
 

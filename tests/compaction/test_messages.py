@@ -13,7 +13,8 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments
 
 
 def test_valid_conversation_passes_unchanged() -> None:
-    msgs = [{"role": "system", "content": "s"}, {"role": "developer", "content": [{"type": "text", "text": "d"}]},
+    msgs = [{"role": "system", "content": "s"},
+            {"role": "developer", "content": [{"type": "text", "text": "d"}]},
             {"role": "user", "content": [{"type": "text", "text": "hi"},
                                          {"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
              "pinned": True},

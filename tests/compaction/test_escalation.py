@@ -1,0 +1,95 @@
+"""Escalation: normal -> aggressive -> truncation; rejected outputs never win; never raises."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.escalation import summarize_with_escalation, truncate_sources
+from compaction.prompts import build_source_text
+from compaction.summarizers import ExtractiveSummarizer
+from compaction.tokens import TokenCounter
+from store.models import StoredMessage
+from tests.fakes.summarizer import ScriptedSummarizer
+
+COUNTER = TokenCounter.for_model("gpt-4o")
+
+
+def stored(seq: int, role: str, text: str) -> StoredMessage:
+    return StoredMessage(id=seq + 1, conversation_id="c", seq=seq, role=role,
+                         message={"role": role, "content": text}, token_count=1, chain_hash="",
+                         content_hash="")
+
+
+SOURCES = build_source_text([
+    stored(i, "user" if i % 2 == 0 else "assistant",
+           f"Step {i}: we decided to keep order ORD-{1000 + i} at ${i * 10}.00 in src/mod{i}.py. "
+           "The rest of this message is ordinary discussion about the plan and the tests. " * 3)
+    for i in range(12)])
+INPUT = COUNTER.count_text(SOURCES)
+
+
+async def run(summarizer, target: int = 300, **kw):  # type: ignore[no-untyped-def]
+    return await summarize_with_escalation(summarizer, kind="leaf", sources_text=SOURCES, anchors_text="",
+                                           target_tokens=target, counter=COUNTER, input_tokens=INPUT, **kw)
+
+
+async def test_faithful_accepted_at_normal() -> None:
+    outcome = await run(ScriptedSummarizer("faithful"))
+    assert outcome.level == "normal" and outcome.verification == "passed"
+    assert outcome.model == "fake/summarizer" and outcome.prompt_version
+    assert len(outcome.attempts) == 1 and outcome.token_count < INPUT
+
+
+@pytest.mark.parametrize(("behaviour", "reason"), [("inventing", "unverified"), ("empty", "empty"),
+                                                   ("verbose", "not_shorter"), ("failing", "error")])
+async def test_bad_normal_then_aggressive(behaviour: str, reason: str) -> None:
+    fake = ScriptedSummarizer(script=[behaviour, "faithful"])
+    outcome = await run(fake)
+    assert outcome.level == "aggressive" and fake.call_count == 2
+    assert outcome.attempts[0].reason == reason and not outcome.attempts[0].accepted
+    assert "ORD-99999" not in outcome.text
+    assert [c.level for c in fake.calls] == ["normal", "aggressive"]
+
+
+async def test_inventions_recorded_and_truncation_when_all_fail() -> None:
+    outcome = await run(ScriptedSummarizer("inventing"))
+    assert outcome.level == "truncation" and outcome.model == "local/truncation"
+    assert {"ord-99999", "7777", "zelda", "quorn"} <= set(outcome.rejected_facts)
+    assert "expand" in outcome.text and 0 < outcome.token_count <= 300
+
+
+async def test_timeout_is_a_rejection() -> None:
+    outcome = await run(ScriptedSummarizer("slow", delay_s=5), timeout_s=0.01)
+    assert [a.reason for a in outcome.attempts[:2]] == ["timeout", "timeout"]
+    assert outcome.level == "truncation"
+
+
+async def test_too_long_rejected() -> None:
+    outcome = await run(ScriptedSummarizer("faithful"), target=40)
+    assert outcome.level == "truncation" or outcome.token_count <= 60
+
+
+async def test_extractive_summarizer_single_level() -> None:
+    outcome = await run(ExtractiveSummarizer(COUNTER))
+    assert outcome.level == "extractive" and outcome.model == "local/extractive"
+
+
+async def test_output_redacted() -> None:
+    class Leaky(ScriptedSummarizer):
+        async def complete(self, request):  # type: ignore[no-untyped-def]
+            return "## Intent\n- keep ORD-1000 password=hunter22"
+    outcome = await run(Leaky())
+    assert "hunter22" not in outcome.text
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=300), min_size=1, max_size=6), st.integers(1, 400))
+def test_truncation_never_longer_than_input(texts: list[str], target: int) -> None:
+    sources = build_source_text([stored(i, "user", t) for i, t in enumerate(texts)])
+    input_tokens = COUNTER.count_text(sources)
+    limit = min(target, input_tokens - 1)
+    out = truncate_sources(sources, limit, COUNTER)
+    assert COUNTER.count_text(out) <= max(limit, 0)
+    assert COUNTER.count_text(out) < input_tokens or input_tokens == 0
