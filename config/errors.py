@@ -103,8 +103,9 @@ class UpstreamHTTPError(CtxProxyError):
     default_code = "upstream_error"
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:
-        err = body.get("error") if isinstance(body.get("error"), dict) else {}
-        super().__init__(str(err.get("message") or f"upstream answered {status}"))
+        err = body.get("error")
+        message = err.get("message") if isinstance(err, dict) else None
+        super().__init__(str(message or f"upstream answered {status}"))
         self.upstream_status = status
         self.body = body
 
