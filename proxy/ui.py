@@ -1,0 +1,201 @@
+"""The web inspector at /ui: static page, login, and a read-only JSON API over every tenant's data.
+
+Protected by `server.admin_key`: a request needs `Authorization: Bearer <admin_key>` or the
+`ctxproxy_admin` cookie that /ui/login sets (an HMAC of the key, never the key). Without an admin key
+configured every /ui path answers 404. Operators see all tenants; each read still goes through that
+tenant's `TenantStore`. All data reaches the page as JSON; the page renders it with textContent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import sqlite3
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from config.errors import AuthenticationError, CtxProxyError, NotFoundError, http_status
+from proxy import appkeys, inspect_view
+
+COOKIE = "ctxproxy_admin"
+STATIC_DIR = Path(__file__).with_name("ui")
+STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+DISABLED_MESSAGE = ("The web inspector is disabled: set server.admin_key in the config "
+                    "(or its environment override) to enable /ui.")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
+                                "frame-ancestors 'none'; base-uri 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+CONVERSATIONS_PER_TENANT = 200
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def setup_ui(app: web.Application) -> None:
+    """Add the /ui routes; create_app calls this once (settings and store come from app keys)."""
+    app.router.add_get("/ui", _page(_index))
+    app.router.add_get("/ui/", _page(_index))
+    app.router.add_get("/ui/login", _page(_login_form, public=True))
+    app.router.add_post("/ui/login", _page(_login, public=True))
+    app.router.add_post("/ui/logout", _page(_logout, public=True))
+    app.router.add_get("/ui/static/{name}", _page(_static))
+    app.router.add_get("/ui/api/conversations", _api(_api_conversations))
+    app.router.add_get("/ui/api/tenants/{tenant}/conversations/{conversation}", _api(_api_conversation))
+    app.router.add_get("/ui/api/tenants/{tenant}/summaries/{summary}/expand", _api(_api_expand))
+
+
+# ---------------------------------------------------------------------------------------------
+# Authentication
+
+
+def admin_key(request: web.Request) -> str | None:
+    settings = request.app.get(appkeys.SETTINGS)
+    return settings.server.admin_key if settings is not None else None
+
+
+def session_token(key: str) -> str:
+    """What the cookie holds: HMAC-SHA256 of a fixed label under the admin key."""
+    return hmac.new(key.encode(), b"ctxproxy-ui-session-v1", hashlib.sha256).hexdigest()
+
+
+def is_authorised(request: web.Request, key: str) -> bool:
+    """Bearer admin key, or the session cookie; both compared in constant time."""
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip().encode(), key.encode()):
+        return True
+    cookie = request.cookies.get(COOKIE, "")
+    return bool(cookie) and hmac.compare_digest(cookie.encode(), session_token(key).encode())
+
+
+def _secure(resp: web.StreamResponse) -> web.StreamResponse:
+    resp.headers.update(SECURITY_HEADERS)
+    return resp
+
+
+def _error(exc: CtxProxyError) -> web.Response:
+    return web.json_response(exc.to_body(), status=http_status(exc), headers=SECURITY_HEADERS)
+
+
+def _api(handler: Callable[[web.Request], Any]) -> Handler:
+    """JSON endpoint: 404 when disabled, 401 without credentials, errors in OpenAI's shape."""
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        key = admin_key(request)
+        if not key:
+            return _error(NotFoundError(DISABLED_MESSAGE, code="ui_disabled"))
+        if not is_authorised(request, key):
+            return _error(AuthenticationError("admin key required (Authorization: Bearer <admin_key>)"))
+        try:
+            return _secure(web.json_response(handler(request)))
+        except CtxProxyError as exc:
+            return _error(exc)
+    return wrapped
+
+
+def _page(handler: Callable[[web.Request], Awaitable[web.StreamResponse]], public: bool = False) -> Handler:
+    """HTML endpoint: plain 404 when disabled; unauthenticated visitors get the login form (401)."""
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        key = admin_key(request)
+        if not key:
+            return _secure(web.Response(status=404, text=DISABLED_MESSAGE + "\n"))
+        if not public and not is_authorised(request, key):
+            return _secure(_login_page(status=401))
+        return _secure(await handler(request))
+    return wrapped
+
+
+def _login_page(status: int = 200, failed: bool = False) -> web.Response:
+    html = (STATIC_DIR / "login.html").read_text(encoding="utf-8")
+    html = html.replace("<!--ERROR-->", '<p class="error" data-testid="login-error">Wrong admin key.</p>'
+                        if failed else "")
+    return web.Response(status=status, text=html, content_type="text/html")
+
+
+async def _login_form(request: web.Request) -> web.StreamResponse:
+    return _login_page()
+
+
+async def _login(request: web.Request) -> web.StreamResponse:
+    """Check the posted key; on success set the HttpOnly, SameSite=Strict session cookie."""
+    key = admin_key(request) or ""
+    form = await request.post()
+    given = str(form.get("admin_key", ""))
+    if not hmac.compare_digest(given.encode(), key.encode()):
+        return _login_page(status=401, failed=True)
+    resp = _redirect("/ui/")
+    resp.set_cookie(COOKIE, session_token(key), httponly=True, samesite="Strict", path="/ui",
+                    secure=request.secure)
+    return resp
+
+
+def _redirect(location: str) -> web.Response:
+    return web.Response(status=303, headers={"Location": location})
+
+
+async def _logout(request: web.Request) -> web.StreamResponse:
+    resp = _redirect("/ui/login")
+    resp.del_cookie(COOKIE, path="/ui")
+    return resp
+
+
+# ---------------------------------------------------------------------------------------------
+# Static files
+
+
+async def _index(request: web.Request) -> web.StreamResponse:
+    return web.FileResponse(STATIC_DIR / "index.html", headers={"Content-Type": "text/html"})
+
+
+async def _static(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    if name not in STATIC_FILES:  # a fixed allow-list: no path traversal
+        return _error(NotFoundError(f"no static file {name}"))
+    return web.FileResponse(STATIC_DIR / name, headers={"Content-Type": STATIC_FILES[name]})
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON API
+
+
+def tenant_ids(store: Any) -> list[str]:
+    """Every tenant with at least one conversation (the operator's view spans tenants)."""
+    listing = getattr(store, "tenant_ids", None)
+    if callable(listing):
+        return list(listing())
+    with store.lock:  # fallback until Store offers a tenant listing
+        cur: sqlite3.Cursor = store.conn.execute(
+            "SELECT tenant_id, MAX(updated_at) AS last FROM conversations GROUP BY tenant_id ORDER BY last DESC")
+        return [str(row[0]) for row in cur.fetchall()]
+
+
+def _store(request: web.Request) -> Any:
+    return request.app[appkeys.STORE]
+
+
+def _api_conversations(request: web.Request) -> dict[str, Any]:
+    """All tenants' conversations, newest first, each row carrying its tenant id."""
+    store = _store(request)
+    tenants = []
+    rows: list[dict[str, Any]] = []
+    for tid in tenant_ids(store):
+        convs = inspect_view.conversation_list(store.for_tenant(tid), limit=CONVERSATIONS_PER_TENANT)
+        tenants.append({"id": tid, "conversations": len(convs)})
+        rows.extend(convs)
+    rows.sort(key=lambda r: -float(r["updated_at"]))
+    return {"tenants": tenants, "conversations": rows}
+
+
+def _api_conversation(request: web.Request) -> dict[str, Any]:
+    tenant = _store(request).for_tenant(request.match_info["tenant"])
+    return inspect_view.inspect_conversation(tenant, request.match_info["conversation"])
+
+
+def _api_expand(request: web.Request) -> dict[str, Any]:
+    tenant = _store(request).for_tenant(request.match_info["tenant"])
+    return inspect_view.expand_summary(tenant, request.match_info["summary"])
