@@ -170,7 +170,8 @@ def tenant_ids(store: Any) -> list[str]:
         return list(listing())
     with store.lock:  # fallback until Store offers a tenant listing
         cur: sqlite3.Cursor = store.conn.execute(
-            "SELECT tenant_id, MAX(updated_at) AS last FROM conversations GROUP BY tenant_id ORDER BY last DESC")
+            "SELECT tenant_id, MAX(updated_at) AS last FROM conversations "
+            "GROUP BY tenant_id ORDER BY last DESC")
         return [str(row[0]) for row in cur.fetchall()]
 
 

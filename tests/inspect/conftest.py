@@ -37,7 +37,8 @@ def populated(tmp_path: Path) -> Populated:
         scenario = populate(store.for_tenant(tenant_a), tenant_a)
         tenant_b = store.tenant_id_for_key(OTHER_KEY)
         other = store.for_tenant(tenant_b).ingest(
-            [{"role": "user", "content": "Tenant B secret plan: zebra"}, {"role": "assistant", "content": "ok"}],
+            [{"role": "user", "content": "Tenant B secret plan: zebra"},
+             {"role": "assistant", "content": "ok"}],
             model=MODEL, external_id=None, count_tokens=count_tokens)
     finally:
         store.close()

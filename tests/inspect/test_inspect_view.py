@@ -59,8 +59,8 @@ def test_summary_tree_nests_condensed_over_leaves(data: dict[str, Any], populate
     assert {nodes[leaf.id]["status"] for leaf in sc.leaves} == {"condensed"}
     first = nodes[sc.leaves[0].id]
     assert first["source_seqs"] == list(range(1, 9))
-    assert (first["depth"], first["kind"], first["model"], first["prompt_version"]) == (0, "leaf",
-                                                                                       "local/extractive", "v1")
+    provenance = (first["depth"], first["kind"], first["model"], first["prompt_version"])
+    assert provenance == (0, "leaf", "local/extractive", "v1")
     assert nodes[sc.condensed.id]["generation"] == sc.condensed.generation
     assert tree["max_depth"] == 1
 
@@ -77,7 +77,8 @@ def test_anchors_show_supersession_both_ways(data: dict[str, Any]) -> None:
 
 def test_events_keep_every_provenance_field(data: dict[str, Any], populated: Populated) -> None:
     events = data["events"]
-    assert [e["outcome"] for e in events] == ["committed"] * 4 + ["rejected", "committed", "committed", "failed"]
+    outcomes = [e["outcome"] for e in events]
+    assert outcomes == ["committed"] * 4 + ["rejected", "committed", "committed", "failed"]
     rejected, condensed = events[4], events[5]
     assert rejected["verification"] == "failed" and rejected["rejected_facts"] == ["9999"]
     assert condensed["summary_id"] == populated.scenario.condensed.id
