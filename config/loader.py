@@ -69,7 +69,11 @@ def load_settings(path: str | None, env: Mapping[str, str]) -> Settings:
     unknown = set(raw) - {"model_list", *SECTIONS}
     if unknown:
         raise ConfigError(_unknown_msg(sorted(unknown)[0], "", ["model_list", *SECTIONS]))
-    raw = _resolve_env_refs(raw, "", env)
+    _build(raw, env)  # structure first, so a typo is reported before a missing variable
+    return _build(_resolve_env_refs(raw, "", env), env)
+
+
+def _build(raw: dict[str, Any], env: Mapping[str, str]) -> Settings:
     sections = {name: _build_section(name, raw.get(name), env) for name in SECTIONS}
     models = _build_model_list(raw.get("model_list"), sections["compaction"])
     settings = Settings(model_list=models, **sections)
@@ -209,7 +213,7 @@ def _split_optional(tp: Any) -> tuple[bool, Any]:
 
 def _build_model_list(raw: Any, compaction: CompactionSettings) -> tuple[ModelEntry, ...]:
     if raw is None or raw == []:
-        return default_model_list()
+        return tuple(dataclasses.replace(m, compaction=compaction) for m in default_model_list())
     if not isinstance(raw, list):
         raise ConfigError(f"model_list: expected a list, got {_tname(raw)}")
     return tuple(_build_entry(item, f"model_list[{i}]", compaction) for i, item in enumerate(raw))

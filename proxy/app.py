@@ -28,10 +28,11 @@ KEEPALIVE_S = 60.0
 
 
 def default_engine(store: Any, settings: Settings, metrics: Metrics, logger: Any) -> Any:
-    """compaction.engine.Engine with the default summariser choice."""
+    """compaction.engine.Engine with the configured summariser choice."""
     from compaction.engine import Engine
+    from proxy.summarizer_choice import SummarizerChooser
 
-    return Engine(store, settings)
+    return Engine(store, settings, SummarizerChooser(settings))
 
 
 def create_app(settings: Settings, *, engine_factory: EngineFactory | None = None,

@@ -118,13 +118,27 @@ ProxyFactory = Callable[..., Awaitable[Any]]
 
 
 @pytest.fixture
-async def make_proxy(aiohttp_server: Any, fake_upstream: Any, tmp_path: Path) -> ProxyFactory:
-    """`await make_proxy(settings=None, **server_overrides)` -> a started aiohttp TestServer."""
+def proxy_engine_factory() -> Any:
+    """Engine factory for `make_proxy` (None: the real compaction.engine.Engine); override per suite."""
+    return None
+
+
+@pytest.fixture
+async def make_proxy(aiohttp_server: Any, fake_upstream: Any, tmp_path: Path,
+                     proxy_engine_factory: Any) -> ProxyFactory:
+    """`await make_proxy(settings=None, engine_factory=None, log_stream=None, **server_overrides)`.
+
+    Returns a started aiohttp TestServer running create_app (the real Engine unless a factory is
+    given), with the store in tmp_path and every model routed to the fake upstream.
+    """
     from proxy.app import create_app
 
-    async def factory(settings: Any = None, **server: Any) -> Any:
+    async def factory(settings: Any = None, *, engine_factory: Any = None, log_stream: Any = None,
+                      **server: Any) -> Any:
         settings = settings or proxy_settings_for(fake_upstream.url, tmp_path / "store.db", **server)
-        return await aiohttp_server(create_app(settings), handler_cancellation=True)
+        app = create_app(settings, engine_factory=engine_factory or proxy_engine_factory,
+                         log_stream=log_stream)
+        return await aiohttp_server(app)  # TestServer enables handler_cancellation
 
     return factory
 

@@ -80,7 +80,7 @@ class FakeUpstream:
         self.app.router.add_get("/v1/models", self._models)
 
     async def start(self) -> FakeUpstream:
-        self.server = TestServer(self.app, handler_cancellation=True)
+        self.server = TestServer(self.app)  # handler_cancellation is on in TestServer
         await self.server.start_server()
         return self
 

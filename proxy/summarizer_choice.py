@@ -1,0 +1,57 @@
+"""Which summariser a turn uses (the Engine's `summarizer_for`), with instances reused per endpoint.
+
+`summarizer.model` unset: the request's own model and upstream (key: the entry's, else the
+client's, in memory only). `local/extractive`: the deterministic local summariser. Instances are
+cached per (model, api_base, key) so the engine's circuit breaker sees one summariser, not a new
+one per request (a new instance would reset its failure count).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
+from compaction.summarizers import ExtractiveSummarizer, LiteLLMSummarizer
+from compaction.types import ChatTurn, Summarizer, SummarizerChoice
+from config.settings import LOCAL_EXTRACTIVE, Settings
+
+MAX_CACHED = 1_024
+
+
+class SummarizerChooser:
+    """Callable `ChatTurn -> SummarizerChoice` for compaction.engine.Engine."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings.summarizer
+        self._cache: OrderedDict[tuple[str, str, str], Summarizer] = OrderedDict()
+        self._extractive = ExtractiveSummarizer()
+
+    def __call__(self, turn: ChatTurn) -> SummarizerChoice:
+        s = self._settings
+        if s.model == LOCAL_EXTRACTIVE:
+            return SummarizerChoice(self._extractive, {"model": LOCAL_EXTRACTIVE})
+        if s.model:
+            model, api_base, api_key = s.model, s.api_base, s.api_key or turn.credentials.api_key
+        else:
+            up = turn.upstream
+            model, api_base, api_key = up.model, up.api_base, up.api_key or turn.credentials.api_key
+        summarizer = self._get(model, api_base, api_key)
+        provenance: dict[str, Any] = {"model": model, "api_base": api_base,
+                                      "temperature": s.temperature}
+        return SummarizerChoice(summarizer, provenance)
+
+    def _get(self, model: str, api_base: str | None, api_key: str | None) -> Summarizer:
+        key_hash = hashlib.sha256((api_key or "").encode()).hexdigest()  # never keep keys as dict keys
+        cache_key = (model, api_base or "", key_hash)
+        found = self._cache.get(cache_key)
+        if found is None:
+            s = self._settings
+            found = LiteLLMSummarizer(model, api_base=api_base, api_key=api_key, timeout_s=s.timeout_s,
+                                      temperature=s.temperature, extra=dict(s.extra))
+            self._cache[cache_key] = found
+            if len(self._cache) > MAX_CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(cache_key)
+        return found

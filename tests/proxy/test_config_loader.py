@@ -1,0 +1,136 @@
+"""config.loader: YAML shape, strictness (key paths in errors), env references and overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.loader import documented_keys, env_override_names, load_settings
+from config.settings import OPENAI_API_BASE
+
+FULL = """
+model_list:
+  - model_name: gpt-4o-mini
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: https://api.openai.com/v1/
+      api_key: os.environ/OPENAI_API_KEY
+      temperature: 0.2
+    context_window: 128000
+  - model_name: claude
+    litellm_params:
+      model: anthropic/claude-sonnet-4
+      aws_region_name: eu-west-1
+    compaction:
+      fresh_tail_count: 8
+summarizer:
+  model: openai/gpt-4o-mini
+  api_key: os.environ/OPENAI_API_KEY
+store:
+  path: /tmp/x.db
+compaction:
+  leaf_min_fanout: 6
+server:
+  port: 9999
+  upstream_timeout_s: 30
+recall:
+  max_rounds: 2
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "ctxproxy.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_full_config_loads_with_env_references(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, FULL), {"OPENAI_API_KEY": "sk-from-env"})
+    first, second = s.model_list
+    assert first.litellm_params.api_key == "sk-from-env"
+    assert first.litellm_params.api_base == "https://api.openai.com/v1"
+    assert first.litellm_params.extra == {"temperature": 0.2}
+    assert first.context_window == 128000
+    assert second.litellm_params.extra == {"aws_region_name": "eu-west-1"}
+    assert second.compaction.fresh_tail_count == 8
+    assert second.compaction.leaf_min_fanout == 6  # global section, then the per-model override
+    assert first.compaction.fresh_tail_count == 32
+    assert s.summarizer.api_key == "sk-from-env"
+    assert (s.store.path, s.server.port, s.server.upstream_timeout_s, s.recall.max_rounds) == (
+        "/tmp/x.db", 9999, 30.0, 2)
+
+
+def test_no_file_gives_defaults() -> None:
+    s = load_settings(None, {})
+    (entry,) = s.model_list
+    assert entry.model_name == "*" and entry.litellm_params.api_base == OPENAI_API_BASE
+    assert entry.litellm_params.api_key is None
+    assert s.find_model("gpt-4.1").resolved_params("gpt-4.1").model == "openai/gpt-4.1"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("model_list:\n - model_name: a\n   litellm_params: {model: openai/a}\n"
+     " - model_name: b\n   litellm_params: {modle: openai/b}\n",
+     "model_list[1].litellm_params.modle: unknown key"),
+    ("store:\n  pth: x\n", "store.pth: unknown key (did you mean 'path'?)"),
+    ("sever:\n  port: 1\n", "sever: unknown key"),
+    ("server:\n  port: eighty\n", "server.port: expected an integer, got str"),
+    ("compaction:\n  background: 3\n", "compaction.background: expected a boolean, got int"),
+    ("model_list:\n - model_name: a\n", "model_list[0].litellm_params: required"),
+    ("model_list:\n - litellm_params: {model: x}\n", "model_list[0].model_name: required"),
+    ("model_list:\n - model_name: a\n   litellm_params: {model: x}\n   compaction: {fresh_tail: 3}\n",
+     "model_list[0].compaction.fresh_tail: unknown key"),
+    ("compaction:\n  target_token_percent: 90\n", "compaction.target_token_percent: must be below"),
+    ("- a\n- b\n", "top level must be a mapping"),
+])
+def test_errors_name_the_key_path(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, text), {})
+    assert message in err.value.message
+
+
+def test_missing_env_reference_names_key_and_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, FULL), {})
+    assert err.value.message == (
+        "model_list[0].litellm_params.api_key: environment variable OPENAI_API_KEY is not set")
+
+
+def test_env_overrides_are_typed(tmp_path: Path) -> None:
+    env = {"CTXPROXY_STORE__PATH": "/data/c.db", "CTXPROXY_SERVER__PORT": "9001",
+           "CTXPROXY_COMPACTION__FRESH_TAIL_COUNT": "5", "CTXPROXY_SERVER__ADMIN_KEY": "adm",
+           "CTXPROXY_COMPACTION__BACKGROUND": "false", "CTXPROXY_COMPACTION__CONTEXT_WINDOW": ""}
+    s = load_settings(None, env)
+    assert (s.store.path, s.server.port, s.compaction.fresh_tail_count) == ("/data/c.db", 9001, 5)
+    assert s.server.admin_key == "adm" and s.compaction.background is False
+    assert s.model_list[0].compaction.fresh_tail_count == 5
+
+
+def test_env_override_beats_file_and_config_path_comes_from_env(tmp_path: Path) -> None:
+    path = write(tmp_path, "server:\n  port: 7000\nstore:\n  path: a.db\n")
+    s = load_settings(None, {"CTXPROXY_CONFIG": path, "CTXPROXY_SERVER__PORT": "7001"})
+    assert (s.server.port, s.store.path) == (7001, "a.db")
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"CTXPROXY_SERVER__PORT": "x"}, "CTXPROXY_SERVER__PORT: expected an integer, got 'x'"),
+    ({"CTXPROXY_COMPACTION__BACKGROUND": "maybe"}, "CTXPROXY_COMPACTION__BACKGROUND: expected a boolean"),
+    ({"CTXPROXY_SERVER__PROT": "1"}, "CTXPROXY_SERVER__PROT: unknown setting server.prot"),
+    ({"CTXPROXY_CONFIG": "/nonexistent/c.yaml"}, "/nonexistent/c.yaml: config file not found"),
+])
+def test_env_errors_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(None, env)
+    assert message in err.value.message
+
+
+def test_documented_keys_cover_sections_and_model_entries() -> None:
+    keys = documented_keys()
+    for key in ("store.path", "server.port", "server.admin_key", "compaction.fresh_tail_count",
+                "summarizer.model", "recall.max_rounds", "model_list[].litellm_params.api_key",
+                "model_list[].context_window", "model_list[].compaction.fresh_tail_count"):
+        assert key in keys
+    assert "CTXPROXY_STORE__PATH" in env_override_names()
+    assert len(keys) == len(set(keys))

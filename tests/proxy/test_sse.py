@@ -1,0 +1,69 @@
+"""proxy.sse: incremental parsing, reply assembly, and the relay's handling of broken streams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from config.errors import UpstreamError
+from proxy.sse import ReplyAssembler, SSEParser, event_data, relay
+from tests.fakes.upstream import Reply, stream_events, tool_call
+
+
+def test_parser_reassembles_events_split_anywhere() -> None:
+    stream = b"data: {\"a\": 1}\n\ndata: {\"b\": 2}\r\n\r\ndata: [DONE]\n\n"
+    for cut in range(1, len(stream)):
+        parser = SSEParser()
+        events = parser.feed(stream[:cut]) + parser.feed(stream[cut:])
+        assert [event_data(e)[1] for e in events] == [b'{"a": 1}', b'{"b": 2}', b"[DONE]"]
+
+
+def test_assembler_rebuilds_text_and_parallel_tool_calls() -> None:
+    script = Reply(text="Hello there", tool_calls=[tool_call("call_1", "get", {"city": "Lisboa"}),
+                                                    tool_call("call_2", "put", {"n": 2})])
+    assembler = ReplyAssembler()
+    for event in stream_events({"model": "m"}, script)[:-1]:
+        assembler.feed(json.loads(event_data(event.strip())[1]))
+    message = assembler.message()
+    assert message["content"] == "Hello there"
+    assert [c["id"] for c in message["tool_calls"]] == ["call_1", "call_2"]
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"city": "Lisboa"}
+    assert message["tool_calls"][1]["function"]["name"] == "put"
+
+
+async def events_of(blocks: list[bytes], error: Exception | None = None) -> AsyncIterator[bytes]:
+    for block in blocks:
+        yield block
+    if error is not None:
+        raise error
+
+
+async def run_relay(blocks: list[bytes], error: Exception | None = None) -> tuple[object, bytes]:
+    written: list[bytes] = []
+
+    async def write(data: bytes) -> None:
+        written.append(data)
+
+    outcome = await relay(events_of(blocks, error), write)
+    return outcome, b"".join(written)
+
+
+async def test_relay_complete_stream() -> None:
+    blocks = [e.strip() for e in stream_events({"model": "m"}, Reply(text="hi"))]
+    outcome, out = await run_relay(blocks)
+    assert outcome.complete and outcome.assembler.message()["content"] == "hi"  # type: ignore[attr-defined]
+    assert out.endswith(b"data: [DONE]\n\n") and b"event: error" not in out
+
+
+async def test_relay_cut_stream_ends_with_error_event() -> None:
+    blocks = [e.strip() for e in stream_events({"model": "m"}, Reply(text="hello"))][:2]
+    outcome, out = await run_relay(blocks, UpstreamError("reset"))
+    assert not outcome.complete  # type: ignore[attr-defined]
+    name, data = event_data(out.strip().split(b"\n\n")[-1])
+    assert name == "error" and json.loads(data)["error"]["message"] == "reset"
+
+
+async def test_relay_missing_done_is_an_error() -> None:
+    blocks = [e.strip() for e in stream_events({"model": "m"}, Reply(text="x", omit_done=True))]
+    outcome, out = await run_relay(blocks)
+    assert not outcome.complete and b"event: error" in out  # type: ignore[attr-defined]
