@@ -23,7 +23,7 @@ from config.errors import (
     UpstreamHTTPError,
 )
 from config.settings import LiteLLMParams, ModelEntry
-from proxy import appkeys, sse
+from proxy import appkeys, recall_upstream, sse
 from proxy.middleware import CLIENT_CLOSED
 from proxy.upstream import Upstream
 
@@ -50,6 +50,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await read_json_object(request)
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
+    # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
+    upstream = recall_upstream.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
+                                        request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
+                                        t.prepared, t.body)
     if body.get("stream") is True:
         return await _stream(t, upstream)
     return await _complete(t, upstream)

@@ -1,0 +1,166 @@
+"""Plugging the recall tool loop into the chat handler: one wrapper around the upstream transport.
+
+`for_turn(...)` returns the handler's own `Upstream` unchanged when the recall tools are not offered
+this turn, else a `RecallUpstream` speaking the same protocol (`complete` / `open_stream`) that runs
+proxy/tool_loop.py underneath. So the handler's relay, reply assembly, error events and reply
+storage work unchanged: they only ever see what the client sees.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction import recall
+from compaction.types import PreparedRequest
+from config.errors import UpstreamError, UpstreamHTTPError
+from config.settings import LiteLLMParams, RecallSettings
+from proxy.sse import DONE, event_data
+from proxy.tool_loop import JSON, ToolLoop, tool_names
+from proxy.upstream import StreamingReply, Upstream, UpstreamReply
+from store.store import TenantStore
+
+
+@dataclass(frozen=True)
+class StoreRecallTools:
+    """The recall tools of one conversation: compaction.recall's schemas and executor, the store's audit."""
+
+    store: TenantStore
+    conversation_id: str
+    settings: RecallSettings
+
+    def schemas(self) -> list[JSON]:
+        return list(recall.tool_schemas(self.settings))
+
+    def is_recall(self, name: str) -> bool:
+        return recall.is_recall_tool(name, self.settings)
+
+    async def execute(self, name: str, arguments: str) -> str:
+        return await recall.execute(self.store, self.conversation_id, name, arguments, self.settings)
+
+    def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
+        self.store.record_tool_round(self.conversation_id, calls, results)
+
+
+def offers_recall(settings: RecallSettings, prepared: PreparedRequest, body: JSON) -> bool:
+    """Offer the tools only when summaries are in the context and the loop can run safely.
+
+    Not with `n > 1` (one answer loop per turn), nor when a client tool already uses one of our
+    names (the client's tool wins; its calls must reach the client).
+    """
+    if settings.max_rounds < 1 or not recall.should_offer(prepared, settings):
+        return False
+    if body.get("n") not in (None, 1):
+        return False
+    ours = {settings.search_tool_name, settings.expand_tool_name}
+    return not tool_names(body.get("tools") or []) & ours
+
+
+def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantStore,
+             prepared: PreparedRequest, body: JSON) -> Upstream:
+    """The transport for this turn: `upstream` itself, or wrapped by the recall loop."""
+    if not offers_recall(settings, prepared, body):
+        return upstream
+    tools = StoreRecallTools(store, prepared.conversation_id, settings)
+    return RecallUpstream(upstream, tools, settings.max_rounds)
+
+
+@dataclass
+class _Bound:
+    """The transport bound to one request's params and key, in the loop's `Upstream` shape."""
+
+    upstream: Upstream
+    params: LiteLLMParams
+    api_key: str | None
+    headers: dict[str, str] | None = None  # the first round's relayed headers
+
+    async def complete(self, body: JSON) -> JSON:
+        reply = await self.upstream.complete(self.params, body, self.api_key)
+        self.headers = reply.headers if self.headers is None else self.headers
+        return reply.data
+
+    async def stream(self, body: JSON) -> AsyncGenerator[JSON, None]:
+        reply = await self.upstream.open_stream(self.params, body, self.api_key)
+        self.headers = reply.headers if self.headers is None else self.headers
+        try:
+            async for block in reply.events():
+                chunk = _chunk(block)
+                if chunk is DONE:
+                    return
+                if isinstance(chunk, dict):
+                    yield chunk
+            raise UpstreamError("upstream stream ended before [DONE]")
+        finally:
+            await reply.aclose()
+
+
+def _chunk(block: bytes) -> JSON | bytes | None:
+    """The chunk object of one SSE block, DONE at the end, None for comments and non-JSON data."""
+    name, data = event_data(block)
+    if data.strip() == DONE:
+        return DONE
+    try:
+        chunk = json.loads(data) if data else None
+    except ValueError:
+        return None
+    if not isinstance(chunk, dict):
+        return None
+    if name == "error" or ("error" in chunk and "choices" not in chunk):
+        raise UpstreamHTTPError(502, chunk)  # the provider's in-band error, relayed as it is
+    return chunk
+
+
+@dataclass
+class RecallUpstream:
+    """An `Upstream` that answers the model's recall tool calls itself (proxy/tool_loop.py)."""
+
+    inner: Upstream
+    tools: StoreRecallTools
+    max_rounds: int
+
+    async def complete(self, params: LiteLLMParams, body: dict[str, Any],
+                       api_key: str | None) -> UpstreamReply:
+        bound = _Bound(self.inner, params, api_key)
+        data = await ToolLoop(self.tools, bound, self.max_rounds).complete(body)
+        raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+        return UpstreamReply(200, raw, data, bound.headers or {})
+
+    async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
+                          api_key: str | None) -> StreamingReply:
+        """Runs until the first chunk for the client, so an early failure is a plain error reply."""
+        bound = _Bound(self.inner, params, api_key)
+        chunks = ToolLoop(self.tools, bound, self.max_rounds).stream(body)
+        try:
+            first: JSON | None = await anext(chunks)
+        except StopAsyncIteration:
+            first = None
+        except BaseException:
+            await chunks.aclose()
+            raise
+        return _LoopStream(chunks, first, bound.headers or {})
+
+
+@dataclass
+class _LoopStream:
+    """The client's side of a looped stream, as SSE blocks (without the blank-line separator)."""
+
+    chunks: AsyncGenerator[JSON, None]
+    first: JSON | None
+    headers: dict[str, str] = field(default_factory=dict)
+    status: int = 200
+
+    async def events(self) -> AsyncIterator[bytes]:
+        if self.first is not None:
+            yield _encode(self.first)
+        async for chunk in self.chunks:
+            yield _encode(chunk)
+        yield b"data: " + DONE
+
+    async def aclose(self) -> None:
+        await self.chunks.aclose()
+
+
+def _encode(chunk: JSON) -> bytes:
+    return b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode()
