@@ -36,13 +36,15 @@ def test_sdk_noise_does_not_change_identity(noise: dict[str, Any]) -> None:
 
 
 def test_text_parts_equal_joined_string() -> None:
-    parts = {"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]}
+    parts = {"role": "user",
+             "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]}
     assert normalise_message(parts) == {"role": "user", "content": "Hello there"}
 
 
 def test_mixed_parts_stay_a_list_and_drop_empty_fields() -> None:
     m = {"role": "user", "content": [{"type": "text", "text": "see"},
-                                      {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": None}}]}
+                                      {"type": "image_url",
+                                       "image_url": {"url": "https://x/y.png", "detail": None}}]}
     assert normalise_message(m)["content"] == [{"type": "text", "text": "see"},
                                                 {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]
 
@@ -86,9 +88,9 @@ _text = st.text(max_size=40)
 _message = st.fixed_dictionaries(
     {"role": st.sampled_from(["system", "user", "assistant", "tool"]), "content": _text},
     optional={"name": st.text(min_size=1, max_size=8), "tool_call_id": st.text(min_size=1, max_size=8)})
-_noise = st.dictionaries(st.sampled_from(["refusal", "annotations", "audio", "function_call", "pinned",
-                                           "tool_calls"]),
-                         st.sampled_from([None, [], {}, "", True, False]), max_size=4)
+_NOISE_KEYS = ["refusal", "annotations", "audio", "function_call", "pinned", "tool_calls"]
+_noise: st.SearchStrategy[dict[str, Any]] = st.dictionaries(
+    st.sampled_from(_NOISE_KEYS), st.sampled_from([None, [], {}, "", True, False]), max_size=4)
 
 
 @settings(max_examples=200, deadline=None)

@@ -129,8 +129,9 @@ def test_pinned_is_stored_outside_the_message(alice: TenantStore, counter: Token
     assert stored.pinned and "pinned" not in stored.message
     later = alice.ingest([{"role": "user", "content": "x"}, {"role": "user", "content": "y"}], model="m",
                          external_id=None, count_tokens=counter)
-    repinned = alice.ingest([{"role": "user", "content": "x", "pinned": True}, {"role": "user", "content": "y"}],
-                            model="m", external_id=None, count_tokens=counter)
+    repinned = alice.ingest([{"role": "user", "content": "x", "pinned": True},
+                             {"role": "user", "content": "y"}], model="m", external_id=None,
+                            count_tokens=counter)
     assert repinned.new_count == 0 and repinned.messages[0].pinned
     assert alice.message(later.messages[0].id).pinned
 

@@ -27,7 +27,8 @@ def test_open_creates_parent_dir_and_sets_pragmas(tmp_path: Path) -> None:
 def test_migrations_recorded_once_and_reopen_is_noop(tmp_path: Path) -> None:
     path = str(tmp_path / "x.db")
     db = open_database(path, 1000)
-    rows = db.conn.execute("SELECT version, name, applied_at FROM schema_migrations ORDER BY version").fetchall()
+    rows = db.conn.execute("SELECT version, name, applied_at FROM schema_migrations "
+                           "ORDER BY version").fetchall()
     assert [r[0] for r in rows] == [m.version for m in MIGRATIONS]
     assert all(r[1] and r[2] > 0 for r in rows)
     db.conn.close()
@@ -42,7 +43,8 @@ def test_migrations_recorded_once_and_reopen_is_noop(tmp_path: Path) -> None:
 
 def test_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None:
     db = open_database(str(tmp_path / "x.db"), 1000)
-    broken = Migration(99, "broken", "CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);")
+    broken = Migration(99, "broken",
+                       "CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);")
     with pytest.raises(StoreError, match="migration 99"):
         apply_migrations(db.conn, [*MIGRATIONS, broken])
     assert not db["half_done"].exists()

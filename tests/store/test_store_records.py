@@ -61,7 +61,8 @@ def test_views_are_versioned(alice: TenantStore, counter: TokenCounter) -> None:
     cid, ids = _conv(alice, counter)
     assert alice.view(cid) is None
     s = alice.add_summary(_leaf(cid, ids[:4]))
-    v1 = alice.save_view(ContextView(cid, 0, (ViewItem("summary", s.id), ViewItem("message", "4")), 4, (1, 2)))
+    items = (ViewItem("summary", s.id), ViewItem("message", "4"))
+    v1 = alice.save_view(ContextView(cid, 0, items, 4, (1, 2)))
     v2 = alice.save_view(ContextView(cid, 0, (ViewItem("summary", s.id),), 5))
     assert (v1.version, v2.version) == (1, 2)
     latest = alice.view(cid)
