@@ -1,0 +1,1 @@
+"""Evaluation, replay and benchmarks for ctxproxy (not shipped in the wheel's runtime path)."""

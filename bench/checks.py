@@ -1,0 +1,243 @@
+"""Checks on forwarded requests and on the final forwarded context of a conversation.
+
+Independent of the code under test on purpose: pairing, fact presence and invention are computed
+here with their own simple rules rather than with compaction.toolpairs / compaction.verify, so a bug
+shared by the engine and its verifier cannot hide itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.generator import Check
+from compaction.tokens import REPLY_PRIMING, TokenCounter
+
+Message = Mapping[str, Any]
+
+ANCHOR_MARK = "<ctxproxy:anchors>"
+# A line mentioning an old value is not "presenting it as current" when it says so.
+_SUPERSEDED = re.compile(r"(?i)supersed|\bwas\b|previous|\bold\b|\bnot\b|no longer|instead|"
+                         r"correct|ruled out|discard|reject|hypothes|\bformer|replaced|earlier")
+# ctxproxy's own markers and ids are not facts about the conversation.
+_OWN_MARKUP = re.compile(r"\[ctxproxy:[^\]]*\]|</?ctxproxy:[^>]*>|\bsum_[0-9a-f]{6,}\b")
+_FACTLIKE = re.compile(
+    r"https?://\S+[^\s.,;:)]"
+    r"|[\w.+-]+@[\w-]+\.[\w.]+"
+    r"|(?:[\w.-]+/)+[\w-]+\.\w+"
+    r"|\b\d{4}-\d{2}-\d{2}\b"
+    r"|[$€£]\s?\d[\d,]*(?:\.\d+)?"
+    r"|\b\d+(?:\.\d+)?\s?(?:kg|g|km|GB|MB|seconds|ms)\b"
+    r"|\b[A-Z][A-Z0-9]*[-_]\d+[A-Z0-9_-]*\b"
+    r"|\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|\b\d{4,}\b")
+
+
+def message_text(message: Message) -> str:
+    """All text of a message: content (string or text parts) and tool-call arguments."""
+    content = message.get("content")
+    parts: list[str] = []
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        parts += [str(p.get("text") or "") for p in content if isinstance(p, Mapping)]
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        parts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
+    return "\n".join(parts)
+
+
+def context_text(messages: Sequence[Message]) -> str:
+    return "\n".join(message_text(m) for m in messages)
+
+
+def _identity(message: Message) -> str:
+    calls = [(c.get("id"), (c.get("function") or {}).get("arguments"))
+             for c in message.get("tool_calls") or ()]
+    return json.dumps([message.get("role"), message_text(message), message.get("tool_call_id"), calls],
+                      sort_keys=True, default=str)
+
+
+class CachedCounter:
+    """A TokenCounter that remembers each distinct message's count (replays recount the same
+    history hundreds of times)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._memo: dict[str, int] = {}
+
+    def count_message(self, message: Message) -> int:
+        key = _identity(message)
+        if key not in self._memo:
+            self._memo[key] = self.counter.count_message(message)
+        return self._memo[key]
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        return REPLY_PRIMING + sum(self.count_message(m) for m in messages)
+
+    def count_tools(self, tools: Sequence[Message]) -> int:
+        return self.counter.count_tools(list(tools))
+
+
+Counter = TokenCounter | CachedCounter
+
+
+def synthetic_messages(forwarded: Sequence[Message], history: Sequence[Message]) -> list[Message]:
+    """Forwarded messages that are not verbatim client/reply messages (anchor block, summaries, cuts)."""
+    known = {_identity(m) for m in history}
+    return [m for m in forwarded if _identity(m) not in known]
+
+
+def pairing_violations(messages: Sequence[Message]) -> list[str]:
+    """`orphan:<id>` for a tool result without its call right before, `unanswered:<id>` for a call
+    without its result before the next non-tool message (or the end of the list)."""
+    problems: list[str] = []
+    pending: set[str] = set()
+    in_round = False
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            call_id = str(message.get("tool_call_id"))
+            if in_round and call_id in pending:
+                pending.discard(call_id)
+            else:
+                problems.append(f"orphan:{call_id}")
+            continue
+        problems += [f"unanswered:{c}" for c in sorted(pending)]
+        calls = (message.get("tool_calls") or ()) if role == "assistant" else ()
+        pending = {str(c.get("id")) for c in calls}
+        in_round = bool(pending)
+    return problems + [f"unanswered:{c}" for c in sorted(pending)]
+
+
+@dataclass(frozen=True)
+class RequestCheck:
+    """Figures of one forwarded request."""
+
+    tokens_received: int
+    tokens_forwarded: int  # tool schemas included
+    budget: int
+    pairing: tuple[str, ...]
+    system_present: bool
+    last_user_present: bool
+    extends_previous: bool | None
+    facts_present: int
+
+    @property
+    def over_budget(self) -> bool:
+        return self.tokens_forwarded > self.budget
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens_received": self.tokens_received, "tokens_forwarded": self.tokens_forwarded,
+                "budget": self.budget, "over_budget": self.over_budget, "pairing": list(self.pairing),
+                "system_present": self.system_present, "last_user_present": self.last_user_present,
+                "extends_previous": self.extends_previous, "facts_present": self.facts_present}
+
+
+def _present(needle: Message | None, haystack: Sequence[Message]) -> bool:
+    if needle is None:
+        return True
+    key = _identity(needle)
+    return any(_identity(m) == key for m in haystack)
+
+
+def _last(messages: Sequence[Message], roles: tuple[str, ...]) -> Message | None:
+    return next((m for m in reversed(messages) if m.get("role") in roles), None)
+
+
+def extends(previous: Sequence[Message] | None, current: Sequence[Message]) -> bool | None:
+    """Whether `current` starts with every message of `previous` (None for a first request)."""
+    if previous is None:
+        return None
+    if len(current) < len(previous):
+        return False
+    return all(_identity(a) == _identity(b) for a, b in zip(previous, current, strict=False))
+
+
+def check_request(sent: Sequence[Message], forwarded: Sequence[Message], *, budget: int,
+                  counter: Counter, tools: Sequence[Message] = (),
+                  previous: Sequence[Message] | None = None,
+                  checks: Sequence[Check] = ()) -> RequestCheck:
+    """Everything measured about one request: what the client sent vs what the provider got."""
+    tools_tokens = counter.count_tools(tools)
+    system = next((m for m in sent if m.get("role") in ("system", "developer")), None)
+    text = context_text(forwarded)
+    return RequestCheck(
+        tokens_received=counter.count_messages(sent) + tools_tokens,
+        tokens_forwarded=counter.count_messages(forwarded) + tools_tokens,
+        budget=budget, pairing=tuple(pairing_violations(forwarded)),
+        system_present=_present(system, forwarded),
+        last_user_present=_present(_last(sent, ("user",)), forwarded),
+        extends_previous=extends(previous, forwarded),
+        facts_present=sum(1 for c in checks if c.fact in text))
+
+
+@dataclass(frozen=True)
+class FactResult:
+    kind: str
+    fact: str
+    present: bool
+    must_be_current: bool
+    stale_as_current: tuple[str, ...]  # old values the ctxproxy blocks present as current
+
+    @property
+    def current(self) -> bool:
+        return self.present and not self.stale_as_current
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "fact": self.fact, "present": self.present,
+                "must_be_current": self.must_be_current, "current": self.current,
+                "stale_as_current": list(self.stale_as_current)}
+
+
+def _stale_in_anchor_block(text: str, stale: str) -> bool:
+    return any(stale in line and not _SUPERSEDED.search(line) for line in text.splitlines())
+
+
+def _stale_in_summary(text: str, stale: str, current: str) -> bool:
+    """A summary may tell the story (old value, then the new one); ending on the old one is stale."""
+    if stale not in text:
+        return False
+    last_stale = text.rfind(stale)
+    return current not in text[last_stale:] and not _SUPERSEDED.search(
+        text[max(0, last_stale - 200):last_stale + 200])
+
+
+def stale_as_current(check: Check, synthetic: Sequence[Message]) -> tuple[str, ...]:
+    """Old values that ctxproxy's own messages (anchor block, summaries) present as current."""
+    found: list[str] = []
+    for stale in check.stale_values:
+        for message in synthetic:
+            text = message_text(message)
+            bad = (_stale_in_anchor_block(text, stale) if ANCHOR_MARK in text
+                   else _stale_in_summary(text, stale, check.fact))
+            if bad:
+                found.append(stale)
+                break
+    return tuple(found)
+
+
+def check_facts(final_forwarded: Sequence[Message], history: Sequence[Message],
+                checks: Sequence[Check]) -> list[FactResult]:
+    """Each planted fact: verbatim in the final forwarded context, and current when it must be."""
+    text = context_text(final_forwarded)
+    synthetic = synthetic_messages(final_forwarded, history)
+    return [FactResult(c.kind, c.fact, c.fact in text, c.must_be_current,
+                       stale_as_current(c, synthetic) if c.must_be_current else ())
+            for c in checks]
+
+
+def fact_like_tokens(text: str) -> set[str]:
+    """Numbers, amounts, ids, dates, paths, emails and URLs of `text` (ctxproxy markup removed)."""
+    return {m.group().strip() for m in _FACTLIKE.finditer(_OWN_MARKUP.sub(" ", text))}
+
+
+def invented_facts(forwarded: Sequence[Message], history: Sequence[Message]) -> list[str]:
+    """Fact-like tokens of ctxproxy-made messages that occur nowhere in the full history."""
+    source = context_text(history)
+    tokens: set[str] = set()
+    for message in synthetic_messages(forwarded, history):
+        tokens |= fact_like_tokens(message_text(message))
+    return sorted(t for t in tokens if t not in source)
