@@ -45,7 +45,7 @@ def setup_ui(app: web.Application) -> None:
     app.router.add_get("/ui/login", _page(_login_form, public=True))
     app.router.add_post("/ui/login", _page(_login, public=True))
     app.router.add_post("/ui/logout", _page(_logout, public=True))
-    app.router.add_get("/ui/static/{name}", _page(_static))
+    app.router.add_get("/ui/static/{name}", _page(_static, public=True))  # code only, no data
     app.router.add_get("/ui/api/conversations", _api(_api_conversations))
     app.router.add_get("/ui/api/tenants/{tenant}/conversations/{conversation}", _api(_api_conversation))
     app.router.add_get("/ui/api/tenants/{tenant}/summaries/{summary}/expand", _api(_api_expand))

@@ -174,12 +174,13 @@ function renderHeader(d) {
   const rows = [
     ["Messages", `${fmtNum(t.messages)} (${fmtNum(t.message_tokens)} tokens)`],
     ["Raw / summarised / pinned", `${t.raw} / ${t.summarised} / ${t.pinned}`],
-    ["Summaries", `${t.summaries} (max depth ${d.summaries.max_depth ?? "-"}, ${d.summaries.generations} generations)`],
+    ["Summaries", `${t.summaries} · depth ≤ ${d.summaries.max_depth ?? "-"} · ${d.summaries.generations} gen.`],
     ["Anchors", `${t.anchors_active} active, ${t.anchors_superseded} superseded`],
     ["View", d.view ? `version ${d.view.version}, covers seq 0..${d.view.covered_through_seq}` : "none yet"],
     ["External id", c.external_id || "-"],
     ["Forked from", c.forked_from || "-"],
-    ["Created / updated", `${fmtTime(c.created_at)} / ${fmtTime(c.updated_at)}`],
+    ["Created", fmtTime(c.created_at)],
+    ["Last update", fmtTime(c.updated_at)],
   ];
   const dl = clear(byId("conv-meta"));
   for (const [k, v] of rows) dl.append(h("div", {}, h("dt", {}, k), h("dd", {}, v)));
@@ -305,7 +306,9 @@ function summaryBox(s, x, top, rowH) {
   g.appendChild(svg("rect", { x: x0 + 1, y: top, width: Math.max(2, x1 - x0 - 2), height: rowH, rx: 4,
                               fill: DEPTH_COLORS[Math.min(s.depth, DEPTH_COLORS.length - 1)] }));
   if (x1 - x0 > 34) {
-    g.appendChild(svg("text", { x: (x0 + x1) / 2, y: top + rowH / 2 + 4, "text-anchor": "middle", class: "sbox-label" },
+    const dark = s.depth < 2;  // light fills at shallow depths get dark text
+    g.appendChild(svg("text", { x: (x0 + x1) / 2, y: top + rowH / 2 + 4, "text-anchor": "middle",
+                                class: "sbox-label" + (dark ? " dark" : "") },
                       x1 - x0 > 110 ? `g${s.generation} · ${s.first_seq}-${s.last_seq}` : `g${s.generation}`));
   }
   g.appendChild(svg("title", {}, `${s.id} · ${s.kind} depth ${s.depth} · generation ${s.generation} · ` +
@@ -379,20 +382,23 @@ function renderEvents(events) {
   const body = clear(byId("events-table").tBodies[0]);
   for (const e of events) {
     const sources = [e.source_message_ids.length ? `${e.source_message_ids.length} msgs` : "",
-                     e.source_summary_ids.length ? e.source_summary_ids.join(", ") : ""].filter(Boolean).join("; ");
+                     e.source_summary_ids.length ? `${e.source_summary_ids.length} summaries` : ""]
+      .filter(Boolean).join(", ");
+    const sourceIds = [...e.source_message_ids.map((m) => `msg ${m}`), ...e.source_summary_ids].join(", ");
     body.appendChild(h("tr", { class: `outcome-${e.outcome}`, "data-testid": "event-row" },
       h("td", {}, String(e.id ?? "-")), h("td", { class: "nowrap" }, fmtTime(e.created_at)), h("td", {}, e.trigger),
-      h("td", {}, e.tier), h("td", {}, e.level), h("td", {}, h("span", { class: `badge ${e.outcome}` }, e.outcome)),
+      h("td", { class: "nowrap" }, `${e.tier} / ${e.level}`), h("td", {}, h("span", { class: `badge ${e.outcome}` }, e.outcome)),
       h("td", {}, e.summary_id ? h("button", { type: "button", class: "link", onclick: () => openExpand(e.summary_id) }, e.summary_id) : "-"),
-      h("td", {}, e.depth ?? "-"), h("td", {}, e.generation ?? "-"), h("td", { class: "wrap" }, sources || "-"),
-      h("td", { class: "num" }, fmtNum(e.tokens_before)), h("td", { class: "num" }, fmtNum(e.tokens_after)),
+      h("td", { class: "nowrap" }, e.summary_id ? `d${e.depth} / g${e.generation}` : "-"),
+      h("td", { class: "nowrap", title: sourceIds || null }, sources || "-"),
+      h("td", { class: "num nowrap" }, `${fmtNum(e.tokens_before)} → ${fmtNum(e.tokens_after)}`),
       h("td", {}, e.verification), h("td", {}, e.rejected_facts.join(", ")),
       h("td", {}, `+${e.anchors_added.length}/-${e.anchors_superseded.length}`),
-      h("td", {}, e.summarizer_model), h("td", {}, e.prompt_version || "-"),
+      h("td", {}, `${e.summarizer_model} @ ${e.prompt_version || "-"}`),
       h("td", { class: "mono small" }, JSON.stringify(e.summarizer_settings)),
       h("td", { class: "num" }, Number(e.duration_ms).toFixed(0)), h("td", { class: "error-text" }, e.error || "")));
   }
-  if (!events.length) body.appendChild(h("tr", {}, h("td", { colspan: 20, class: "muted" }, "No compaction events.")));
+  if (!events.length) body.appendChild(h("tr", {}, h("td", { colspan: 16, class: "muted" }, "No compaction events.")));
 }
 
 // ---------------------------------------------------------------------------------------------
