@@ -13,6 +13,7 @@ from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
 
 SYSTEM = {"role": "system", "content": "You are terse."}
+USER_X = {"role": "user", "content": "x"}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
 
@@ -35,7 +36,7 @@ async def test_non_streaming_reply_arrives_intact(openai_client: Any, fake_upstr
 
 
 async def test_configured_key_replaces_client_key(openai_client: Any, fake_upstream: FakeUpstream) -> None:
-    await openai_client.chat.completions.create(model="keyed-model", messages=[{"role": "user", "content": "x"}])
+    await openai_client.chat.completions.create(model="keyed-model", messages=[USER_X])
     assert fake_upstream.requests[-1].headers["Authorization"] == "Bearer sk-upstream-configured-0123456789"
     assert fake_upstream.last_body["model"] == "gpt-4o"
 
@@ -97,7 +98,7 @@ async def test_tool_calls_streaming_parallel(openai_client: Any, fake_upstream: 
 async def test_models_health_ready_metrics(openai_client: Any, proxy_url: str) -> None:
     models = await openai_client.models.list()
     assert [m.id for m in models.data] == ["gpt-4o-mini", "keyed-model"]
-    await openai_client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
+    await openai_client.chat.completions.create(model="gpt-4o-mini", messages=[USER_X])
     async with aiohttp.ClientSession() as http:
         async with http.get(proxy_url + "/v1/models") as resp:
             assert "fake-*" in (await resp.json())["ctxproxy_note"]
@@ -118,18 +119,18 @@ async def test_canonical_request_log_line_without_key(make_proxy: Any, fake_upst
     server = await make_proxy(log_stream=logs)
     fake_upstream.queue(Reply(text="ok", usage={"prompt_tokens": 5, "completion_tokens": 2,
                                                 "total_tokens": 7}))
-    async with aiohttp.ClientSession() as http:
-        async with http.post(server.make_url("/v1/chat/completions"),
-                             headers={"Authorization": f"Bearer {TEST_API_KEY}"},
-                             json={"model": "gpt-4o-mini",
-                                   "messages": [{"role": "user", "content": f"my key is {TEST_API_KEY}"}]}
-                             ) as resp:
-            assert resp.status == 200
+    async with aiohttp.ClientSession() as http, http.post(server.make_url("/v1/chat/completions"),
+                         headers={"Authorization": f"Bearer {TEST_API_KEY}"},
+                         json={"model": "gpt-4o-mini",
+                               "messages": [{"role": "user", "content": f"my key is {TEST_API_KEY}"}]}
+                         ) as resp:
+        assert resp.status == 200
     lines = [json.loads(line) for line in logs.getvalue().splitlines()]
     (line,) = [entry for entry in lines if entry["event"] == "request"]
     for key in ("method", "path", "status", "model", "conversation_id", "tokens_received",
                 "tokens_forwarded", "tokens_out", "compacted", "upstream_status", "latency_ms",
                 "overhead_ms", "stream"):
         assert key in line
-    assert (line["status"], line["upstream_status"], line["tokens_out"], line["stream"]) == (200, 200, 2, False)
+    got = (line["status"], line["upstream_status"], line["tokens_out"], line["stream"])
+    assert got == (200, 200, 2, False)
     assert TEST_API_KEY not in logs.getvalue()

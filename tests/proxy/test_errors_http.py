@@ -16,14 +16,14 @@ from tests.conftest import TEST_API_KEY, proxy_settings_for
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply
 
 USER = [{"role": "user", "content": "hi"}]
+CHAT = json.dumps({"model": "gpt-4o-mini", "messages": USER}).encode()
 
 
 async def post_raw(server: Any, data: bytes) -> tuple[int, dict[str, Any]]:
-    async with aiohttp.ClientSession() as http:
-        async with http.post(server.make_url("/v1/chat/completions"), data=data,
-                             headers={"Content-Type": "application/json",
-                                      "Authorization": f"Bearer {TEST_API_KEY}"}) as resp:
-            return resp.status, await resp.json()
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TEST_API_KEY}"}
+    async with aiohttp.ClientSession() as http, http.post(
+            server.make_url("/v1/chat/completions"), data=data, headers=headers) as resp:
+        return resp.status, await resp.json()
 
 
 @pytest.mark.parametrize(("data", "param", "fragment"), [
@@ -70,32 +70,33 @@ def closed_port() -> int:
 async def test_upstream_unreachable_is_502(make_proxy: Any, tmp_path: Path) -> None:
     settings = proxy_settings_for(f"http://127.0.0.1:{closed_port()}/v1", tmp_path / "s.db")
     server = await make_proxy(settings)
-    status, body = await post_raw(server, json.dumps({"model": "gpt-4o-mini", "messages": USER}).encode())
+    status, body = await post_raw(server, CHAT)
     assert status == 502 and body["error"]["type"] == "upstream_error"
 
 
 async def test_upstream_timeout_is_504(make_proxy: Any, fake_upstream: FakeUpstream) -> None:
     server = await make_proxy(upstream_timeout_s=0.2)
     fake_upstream.queue(Reply(delay_s=3))
-    status, body = await post_raw(server, json.dumps({"model": "gpt-4o-mini", "messages": USER}).encode())
+    status, body = await post_raw(server, CHAT)
     assert status == 504 and body["error"]["code"] == "upstream_timeout"
 
 
 @pytest.mark.parametrize(("status", "error"), [
-    (429, {"message": "Rate limit reached", "type": "requests", "param": None, "code": "rate_limit_exceeded"}),
+    (429, {"message": "Rate limit reached", "type": "requests", "param": None,
+           "code": "rate_limit_exceeded"}),
     (400, {"message": "Invalid 'temperature'", "type": "invalid_request_error", "param": "temperature",
            "code": "invalid_value"}),
 ])
 async def test_upstream_errors_pass_through_unchanged(proxy_server: Any, fake_upstream: FakeUpstream,
                                                       status: int, error: dict[str, Any]) -> None:
     fake_upstream.queue(ErrorReply(status, {"error": error}))
-    got_status, body = await post_raw(proxy_server, json.dumps({"model": "gpt-4o-mini", "messages": USER}).encode())
+    got_status, body = await post_raw(proxy_server, CHAT)
     assert (got_status, body) == (status, {"error": error})
 
 
 async def test_upstream_error_without_json_is_502(proxy_server: Any, fake_upstream: FakeUpstream) -> None:
     fake_upstream.queue(ErrorReply(500, b"<html>oops</html>"))
-    status, body = await post_raw(proxy_server, json.dumps({"model": "gpt-4o-mini", "messages": USER}).encode())
+    status, body = await post_raw(proxy_server, CHAT)
     assert status == 502 and body["error"]["type"] == "upstream_error"
 
 
@@ -131,9 +132,8 @@ async def test_broken_stream_stores_no_reply(make_proxy: Any, fake_upstream: Fak
 
     server = await make_proxy(engine_factory=factory)
     fake_upstream.queue(Reply(text="cut here please", chunk_size=2, cut_after=2))
-    async with aiohttp.ClientSession() as http:
-        async with http.post(server.make_url("/v1/chat/completions"),
-                             json={"model": "gpt-4o-mini", "messages": USER, "stream": True}) as resp:
-            text = await asyncio.wait_for(resp.text(), 10)
+    async with aiohttp.ClientSession() as http, http.post(server.make_url("/v1/chat/completions"),
+                         json={"model": "gpt-4o-mini", "messages": USER, "stream": True}) as resp:
+        text = await asyncio.wait_for(resp.text(), 10)
     assert "event: error" in text
     assert engines[0].replies == []

@@ -27,14 +27,14 @@ async def test_first_chunk_delivered_before_second_is_produced(proxy_server: Any
                                                                fake_upstream: FakeUpstream) -> None:
     gate = asyncio.Event()  # the fake upstream sends chunk 2 only after the client has chunk 1
     fake_upstream.queue(Reply(text="hello world", gate=gate))
-    async with aiohttp.ClientSession() as http:
-        async with http.post(proxy_server.make_url("/v1/chat/completions"), json=BODY,
-                             headers={"Authorization": f"Bearer {TEST_API_KEY}"}) as resp:
-            assert resp.headers["Content-Type"].startswith("text/event-stream")
-            first = await asyncio.wait_for(read_event(resp), GUARD_S)
-            assert b'"role": "assistant"' in first and not gate.is_set()
-            gate.set()
-            rest = await asyncio.wait_for(resp.read(), GUARD_S)
+    headers = {"Authorization": f"Bearer {TEST_API_KEY}"}
+    async with aiohttp.ClientSession() as http, http.post(
+            proxy_server.make_url("/v1/chat/completions"), json=BODY, headers=headers) as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        first = await asyncio.wait_for(read_event(resp), GUARD_S)
+        assert b'"role": "assistant"' in first and not gate.is_set()
+        gate.set()
+        rest = await asyncio.wait_for(resp.read(), GUARD_S)
     assert b"hell" in rest and rest.rstrip().endswith(b"data: [DONE]")
 
 
