@@ -95,7 +95,8 @@ def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[dict[str, Any
                                                        offered: bool) -> None:
     clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
     system, entries = _plan_inputs(msgs, summarise_first)
-    entries = [e if e.kind == "message" else Entry(**{**e.__dict__, "tokens": COUNTER.count_message(SUMMARY_MSG)})
+    summary_tokens = COUNTER.count_message(SUMMARY_MSG)
+    entries = [e if e.kind == "message" else Entry(**{**e.__dict__, "tokens": summary_tokens})
                for e in entries]
     anchors = {"role": "system", "content": "<ctxproxy:anchors>\n- [order] order: 4711\n</ctxproxy:anchors>"}
     plan = build_plan(system, anchors if summarise_first else None, COUNTER.count_message(anchors),

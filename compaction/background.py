@@ -1,0 +1,80 @@
+"""Threshold compaction off the request path: one task per conversation, bounded concurrency.
+
+A re-schedule while a conversation's task is running is coalesced into one follow-up run (the
+follow-up sees the newest messages). Failures are retried with exponential backoff, then logged and
+left for the next turn; they never reach a client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+log = structlog.get_logger(__name__)
+Job = Callable[[], Awaitable[None]]
+
+
+class BackgroundCompactor:
+    """Runs per-conversation compaction jobs in the background."""
+
+    def __init__(self, *, concurrency: int = 4, retries: int = 2, backoff_s: float = 0.5) -> None:
+        self._semaphore = asyncio.Semaphore(max(1, concurrency))
+        self._retries = retries
+        self._backoff_s = backoff_s
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._pending: dict[str, Job] = {}
+        self.failed = 0
+        self.completed = 0
+
+    @property
+    def running(self) -> int:
+        return sum(1 for t in self._tasks.values() if not t.done())
+
+    def is_running(self, conversation_id: str) -> bool:
+        task = self._tasks.get(conversation_id)
+        return task is not None and not task.done()
+
+    def schedule(self, conversation_id: str, job: Job) -> bool:
+        """Start `job` for the conversation, or coalesce it into one follow-up; True when started."""
+        if self.is_running(conversation_id):
+            self._pending[conversation_id] = job
+            return False
+        self._tasks[conversation_id] = asyncio.create_task(self._run(conversation_id, job))
+        return True
+
+    async def _run(self, conversation_id: str, job: Job) -> None:
+        next_job: Job | None = job
+        while next_job is not None:
+            async with self._semaphore:
+                await self._attempt(conversation_id, next_job)
+            next_job = self._pending.pop(conversation_id, None)
+
+    async def _attempt(self, conversation_id: str, job: Job) -> None:
+        for attempt in range(self._retries + 1):
+            try:
+                await job()
+                self.completed += 1
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("compaction.failed", conversation_id=conversation_id, attempt=attempt + 1,
+                            error=repr(exc))
+                if attempt < self._retries:
+                    await asyncio.sleep(self._backoff_s * 2**attempt)
+        self.failed += 1
+
+    async def drain(self) -> None:
+        """Wait until no task is running (follow-ups included)."""
+        while any(not t.done() for t in self._tasks.values()):
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel running tasks and wait for them to end."""
+        self._pending.clear()
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()

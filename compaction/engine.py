@@ -1,0 +1,212 @@
+"""The compaction engine: what the provider sees for each chat request (design: the whole brief).
+
+prepare(): validate, ingest, plan the working view within budget, compact synchronously only when
+over the hard budget, truncate as the last resort, validate the outgoing list, record it.
+after_turn(): schedule threshold compaction in the background. The view (and its anchor block)
+changes only at compaction steps, so forwarded requests between steps extend each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from compaction import passes, recall, truncate, workview
+from compaction.background import BackgroundCompactor
+from compaction.budget import Budget
+from compaction.messages import strip_private_fields, validate_messages
+from compaction.passes import PassContext, Trigger
+from compaction.planner import Plan
+from compaction.summarizers import CircuitBreaker
+from compaction.tokens import TokenCounter
+from compaction.toolpairs import validate_outgoing
+from compaction.types import ChatTurn, Occupancy, PreparedRequest, SummarizerChoice
+from compaction.view_plan import RequestContext, measure_stored, plan_for
+from compaction.workview import WorkingView
+from config.settings import LOCAL_EXTRACTIVE, Settings
+from store.models import CompactionEvent, ForwardedRecord
+from store.store import Store
+
+log = structlog.get_logger(__name__)
+SummarizerFor = Callable[[ChatTurn], SummarizerChoice]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    plan: Plan
+    events: tuple[CompactionEvent, ...]
+    waited: bool
+    forced: bool
+
+
+class Engine:
+    """Owns per-conversation locks, circuit breakers and the background compactor."""
+
+    def __init__(self, store: Store, settings: Settings, summarizer_for: SummarizerFor, *,
+                 background: BackgroundCompactor | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self._summarizer_for = summarizer_for
+        self.background = background or BackgroundCompactor()
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._breakers: dict[tuple[str, str, str], CircuitBreaker] = {}
+
+    async def prepare(self, turn: ChatTurn) -> PreparedRequest:
+        """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
+        messages = validate_messages(list(turn.messages))
+        ctx = self._context(turn, messages)
+        outcome = await self._fit(ctx)
+        forwarded = outcome.plan.messages
+        validate_outgoing(forwarded, messages)  # a failure here is a ctxproxy bug: let it raise
+        return self._record(ctx, outcome)
+
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+        """Store the provider's reply (counted once with the conversation model's tokenizer)."""
+        clean = strip_private_fields(message)
+        tenant = self.store.for_tenant(turn.tenant_id)
+        tenant.append_reply(prepared.conversation_id, clean,
+                            TokenCounter.for_model(turn.model).count_message(clean))
+
+    def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
+        """Schedule a threshold compaction step when due; True when one was scheduled."""
+        s = turn.settings
+        threshold = prepared.budget * s.summarize_token_percent // 100
+        due = (s.enabled and s.background and prepared.tokens_forwarded > threshold
+               and len(turn.messages) >= s.summarize_message_threshold)
+        if due:
+            cid = prepared.conversation_id
+            self.background.schedule(cid, lambda: self._threshold_step(turn, cid))
+        return due
+
+    async def compact(self, tenant_id: str, conversation_id: str, trigger: Trigger = "manual",
+                      *, turn: ChatTurn | None = None) -> list[CompactionEvent]:
+        """Run one compaction step now (operators); `turn` supplies model and summariser."""
+        if turn is None:
+            raise ValueError("compact() needs a ChatTurn to pick the model and summariser")
+        return await self._step(turn, conversation_id, trigger)
+
+    async def aclose(self) -> None:
+        await self.background.aclose()
+
+    # -- request path ---------------------------------------------------------------------------
+
+    def _context(self, turn: ChatTurn, messages: list[dict[str, Any]]) -> RequestContext:
+        counter = TokenCounter.for_model(turn.model)
+        recall_tokens = counter.count_tools(recall.tool_schemas(self.settings.recall)) \
+            if self.settings.recall.enabled and turn.settings.enabled else 0
+        client_tools = counter.count_tools(list(turn.tools))
+        budget = Budget.for_turn(turn, client_tools + recall_tokens)
+        tenant = self.store.for_tenant(turn.tenant_id)
+        ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
+                               count_tokens=lambda m: counter.count_message(strip_private_fields(m)))
+        return RequestContext(turn, messages, ingest, counter, budget, tenant, self.settings.recall,
+                              client_tools)
+
+    async def _fit(self, ctx: RequestContext) -> _Outcome:
+        plan = plan_for(ctx, self._load(ctx))
+        events: list[CompactionEvent] = []
+        waited = False
+        if plan.tokens > ctx.budget.total and ctx.turn.settings.enabled:
+            lock = self._locks[ctx.conversation_id]
+            waited = lock.locked()
+            async with lock:  # a running background step finishes first instead of racing
+                wv = self._load(ctx)
+                plan = plan_for(ctx, wv)
+                if plan.tokens > ctx.budget.total:
+                    pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx)
+                    wv, events = await passes.compact_until(
+                        pctx, wv, ctx.budget.total, modes=("hard", "unprotected"))
+                    plan = plan_for(ctx, wv)
+        plan, forced = truncate.fit(plan, ctx.counter.count_message, ctx.counter.count_text,
+                                    ctx.expand_tool)
+        return _Outcome(plan, tuple(events), waited or bool(events), forced)
+
+    def _load(self, ctx: RequestContext) -> WorkingView:
+        return workview.load(ctx.tenant, ctx.conversation_id, last_seq=ctx.last_seq,
+                             render=ctx.render_summary, count=ctx.counter.count_message)
+
+    def _record(self, ctx: RequestContext, out: _Outcome) -> PreparedRequest:
+        plan = out.plan
+        view = ctx.tenant.view(ctx.conversation_id)
+        compacted = bool(plan.summary_ids) or out.forced or any(
+            s.category == "anchors" for s in plan.slots)
+        rec = ForwardedRecord(ctx.conversation_id, prefix_hashes(plan.messages), ctx.tokens_received,
+                              plan.tokens, ctx.budget.total, plan.occupancy.as_dict(), compacted,
+                              view.version if view else 0)
+        stable = ctx.tenant.record_forwarded(rec)
+        return PreparedRequest(ctx.conversation_id, plan.messages, tuple(ctx.turn.tools),
+                               ctx.tokens_received, plan.tokens, ctx.budget.total, compacted,
+                               plan.summary_ids, _occupancy(plan), out.waited, out.forced, stable,
+                               out.events)
+
+    # -- compaction steps -----------------------------------------------------------------------
+
+    async def _threshold_step(self, turn: ChatTurn, conversation_id: str) -> None:
+        await self._step(turn, conversation_id, "threshold")
+
+    async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
+        """Compact down to the target (a step), under the conversation's lock."""
+        counter = TokenCounter.for_model(turn.model)
+        budget = Budget.for_turn(turn, counter.count_tools(list(turn.tools)) + (
+            counter.count_tools(recall.tool_schemas(self.settings.recall))
+            if self.settings.recall.enabled else 0))
+        async with self._locks[cid]:
+            pctx = self._pass_context(turn, budget, trigger, None)
+            tenant = self.store.for_tenant(turn.tenant_id)
+            wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
+                               count=counter.count_message)
+            limit = budget.target if trigger != "manual" else 0
+            _, events = await passes.compact_until(pctx, wv, limit, modes=("normal",))
+        failed = [e for e in events if e.outcome == "failed"]
+        if failed:
+            raise RuntimeError(f"compaction step failed: {failed[-1].error}")  # retried by background
+        return events
+
+    def _pass_context(self, turn: ChatTurn, budget: Budget, trigger: Trigger,
+                      ctx: RequestContext | None) -> PassContext:
+        counter = TokenCounter.for_model(turn.model)
+        tenant = self.store.for_tenant(turn.tenant_id)
+        render = ctx.render_summary if ctx else RequestContext.renderer(self.settings.recall)
+
+        def measure(wv: WorkingView) -> int:
+            if ctx is not None:
+                return plan_for(ctx, wv).tokens
+            return measure_stored(wv, budget, counter, tenant)
+
+        return PassContext(tenant, self._choice(turn), counter, turn.settings, trigger, render,
+                           measure, budget.fresh_tail_max)
+
+    def _choice(self, turn: ChatTurn) -> SummarizerChoice:
+        """The turn's summariser, behind one circuit breaker per (tenant, summariser, endpoint)."""
+        choice = self._summarizer_for(turn)
+        if choice.summarizer.name == LOCAL_EXTRACTIVE:
+            return choice
+        key = (turn.tenant_id, choice.summarizer.name, str(choice.settings.get("api_base")))
+        s = self.settings.summarizer
+        breaker = self._breakers.get(key)
+        if breaker is None or breaker.inner is not choice.summarizer and breaker.state == "closed":
+            breaker = self._breakers[key] = CircuitBreaker(
+                choice.summarizer, failures=s.breaker_failures, reset_s=s.breaker_reset_s)
+        return SummarizerChoice(breaker, choice.settings)
+
+
+def _occupancy(plan: Plan) -> Occupancy:
+    return plan.occupancy
+
+
+def prefix_hashes(messages: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
+    """Running sha256 per forwarded message: equal prefixes give equal leading hashes."""
+    out: list[str] = []
+    previous = ""
+    for message in messages:
+        canonical = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        previous = hashlib.sha256((previous + canonical).encode()).hexdigest()
+        out.append(previous)
+    return tuple(out)

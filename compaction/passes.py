@@ -1,0 +1,177 @@
+"""One compaction pass (leaf or condensed) and the compact-until loop (seed 000 tiers and recovery).
+
+A pass = anchors extracted from the leaf sources, one escalated summariser call, the summary
+committed, a new view version saved, and a CompactionEvent recorded (committed or failed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import structlog
+
+from compaction import selection
+from compaction.anchors import extract_anchors, render_anchor_block
+from compaction.escalation import EscalationOutcome, summarize_with_escalation
+from compaction.prompts import build_source_text
+from compaction.selection import Entry
+from compaction.tokens import TokenCounter
+from compaction.types import SummarizerChoice
+from compaction.workview import RenderSummary, WorkingView, snapshot_anchor_ids, summary_entry
+from config.settings import CompactionSettings
+from store.models import CompactionEvent, ContextView, StoredMessage, SummaryDraft, SummaryRecord
+from store.store import TenantStore
+
+log = structlog.get_logger(__name__)
+Trigger = Literal["threshold", "hard_budget", "manual"]
+ANCHOR_TEXT_MAX = 100_000  # anchors handed to the verifier are not budget-bound
+
+
+@dataclass(frozen=True)
+class PassContext:
+    tenant: TenantStore
+    choice: SummarizerChoice
+    counter: TokenCounter
+    settings: CompactionSettings
+    trigger: Trigger
+    render: RenderSummary
+    measure: Callable[[WorkingView], int]  # input tokens the planned request would have
+    tail_max_tokens: int
+
+
+@dataclass(frozen=True)
+class Candidate:
+    tier: Literal["leaf", "condensed"]
+    chunk: tuple[int, ...]
+
+
+def choose(wv: WorkingView, s: CompactionSettings, tail_max: int, *, mode: str) -> Candidate | None:
+    """Next chunk: condensed when a full-fanout run exists, else leaf, else (hard modes) relaxed."""
+    entries = wv.entries
+    relaxed = mode != "normal"
+    tail = (selection.protected_start(entries) if mode == "unprotected"
+            else selection.fresh_tail_start(entries, s.fresh_tail_count, tail_max))
+    condensed = selection.condensed_chunk(entries, s.condensed_min_fanout, s.leaf_chunk_tokens)
+    if condensed:
+        return Candidate("condensed", condensed)
+    leaf = selection.leaf_chunk(entries, tail, 1 if mode == "unprotected" else s.leaf_min_fanout,
+                                s.leaf_chunk_tokens)
+    if leaf:
+        return Candidate("leaf", leaf)
+    condensed = selection.condensed_chunk(entries, 2, s.leaf_chunk_tokens) if relaxed else None
+    return Candidate("condensed", condensed) if condensed else None
+
+
+async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *,
+                        modes: tuple[str, ...]) -> tuple[WorkingView, list[CompactionEvent]]:
+    """Passes until `ctx.measure(wv) <= limit`, no candidate, no progress or the iteration cap."""
+    events: list[CompactionEvent] = []
+    mode_index = 0
+    for _ in range(max(1, ctx.settings.max_recovery_iterations)):
+        before = ctx.measure(wv)
+        if before <= limit:
+            break
+        candidate = choose(wv, ctx.settings, ctx.tail_max_tokens, mode=modes[mode_index])
+        if candidate is None:
+            if mode_index + 1 >= len(modes):
+                break
+            mode_index += 1
+            continue
+        new_wv, event = await run_pass(ctx, wv, candidate, before)
+        events.append(event)
+        if event.outcome != "committed" or ctx.measure(new_wv) >= before:
+            break
+        wv = new_wv
+    return wv, events
+
+
+async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
+                   before: int) -> tuple[WorkingView, CompactionEvent]:
+    """One pass; failures become a `failed` event and leave the view unchanged."""
+    started = time.monotonic()
+    chunk = [wv.entries[i] for i in cand.chunk]
+    added: list[int] = []
+    superseded: list[int] = []
+    base = CompactionEvent(wv.conversation_id, ctx.trigger, cand.tier, "normal", "failed",
+                           ctx.choice.summarizer.name, dict(ctx.choice.settings), tokens_before=before)
+    try:
+        if cand.tier == "leaf":
+            added, superseded = _anchors_for(ctx, wv, chunk)
+        outcome, record = await _summarise(ctx, wv, cand.tier, chunk)
+        new_wv = _apply(ctx, wv, cand.chunk, record)
+    except Exception as exc:  # any failure is recorded and retried later, never surfaced
+        log.warning("compaction.failed", conversation_id=wv.conversation_id, tier=cand.tier,
+                    error=repr(exc))
+        event = replace(base, anchors_added=tuple(added), anchors_superseded=tuple(superseded),
+                        duration_ms=_ms(started), error=repr(exc), tokens_after=before)
+        return wv, ctx.tenant.record_event(event)
+    level: Any = outcome.level
+    event = replace(base, level=level, outcome="committed", summarizer_model=outcome.model,
+                    prompt_version=outcome.prompt_version,
+                    source_message_ids=record.source_message_ids,
+                    source_summary_ids=record.source_summary_ids, summary_id=record.id,
+                    depth=record.depth, generation=record.generation,
+                    tokens_after=ctx.measure(new_wv), verification=_verification(outcome),
+                    rejected_facts=outcome.rejected_facts, anchors_added=tuple(added),
+                    anchors_superseded=tuple(superseded), duration_ms=_ms(started))
+    return new_wv, ctx.tenant.record_event(event)
+
+
+def _verification(outcome: EscalationOutcome) -> Literal["passed", "failed", "not_run"]:
+    return "passed" if outcome.verification == "passed" else (
+        "failed" if outcome.verification == "failed" else "not_run")
+
+
+def _anchors_for(ctx: PassContext, wv: WorkingView, chunk: list[Entry]) -> tuple[list[int], list[int]]:
+    sources = [wv.stored[e.seq] for e in chunk]
+    added, superseded = ctx.tenant.upsert_anchors(wv.conversation_id, extract_anchors(sources))
+    return [a.id for a in added], [a.id for a in superseded]
+
+
+async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "condensed"],
+                     chunk: list[Entry]) -> tuple[EscalationOutcome, SummaryRecord]:
+    s = ctx.settings
+    items: list[StoredMessage | SummaryRecord] = (
+        [wv.stored[e.seq] for e in chunk] if tier == "leaf" else [wv.summaries[e.ref] for e in chunk])
+    anchors = ctx.tenant.anchors(wv.conversation_id)
+    block = render_anchor_block(anchors, max_tokens=ANCHOR_TEXT_MAX, counter=ctx.counter)
+    outcome = await summarize_with_escalation(
+        ctx.choice.summarizer, kind=tier, sources_text=build_source_text(items),
+        anchors_text=str(block["content"]) if block else "",
+        target_tokens=s.leaf_target_tokens if tier == "leaf" else s.condensed_target_tokens,
+        counter=ctx.counter, input_tokens=sum(e.tokens for e in chunk))
+    record = ctx.tenant.add_summary(_draft(wv.conversation_id, tier, items, outcome))
+    return outcome, record
+
+
+def _draft(cid: str, tier: Literal["leaf", "condensed"], items: list[StoredMessage | SummaryRecord],
+           outcome: EscalationOutcome) -> SummaryDraft:
+    messages = [i for i in items if isinstance(i, StoredMessage)]
+    summaries = [i for i in items if isinstance(i, SummaryRecord)]
+    first = min([m.seq for m in messages] + [x.first_seq for x in summaries])
+    last = max([m.seq for m in messages] + [x.last_seq for x in summaries])
+    depth = 0 if tier == "leaf" else max(x.depth for x in summaries) + 1
+    level: Any = outcome.level
+    return SummaryDraft(cid, tier, depth, level, outcome.text, outcome.token_count, first, last,
+                        tuple(m.id for m in messages), tuple(x.id for x in summaries),
+                        outcome.model, outcome.prompt_version)
+
+
+def _apply(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...],
+           record: SummaryRecord) -> WorkingView:
+    """Replace the chunk by the summary and persist the new view version."""
+    group = max((e.group for e in wv.entries), default=0) + 1
+    entry = summary_entry(record, ctx.render, ctx.counter.count_message, group)
+    entries = selection.replace(wv.entries, chunk, entry)
+    anchor_ids = snapshot_anchor_ids(ctx.tenant.anchors(wv.conversation_id))
+    new = replace(wv, entries=tuple(entries), summaries={**wv.summaries, record.id: record},
+                  anchor_ids=anchor_ids)
+    view = ctx.tenant.save_view(ContextView(wv.conversation_id, 0, new.items(), wv.last_seq, anchor_ids))
+    return replace(new, view=view)
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)

@@ -1,0 +1,103 @@
+"""Glue between a request, the working view and the planner (kept out of engine.py for size)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.anchors import render_anchor_block
+from compaction.budget import Budget
+from compaction.messages import strip_private_fields
+from compaction.planner import REPLY_PRIMING, Plan, SystemMessage, build_plan
+from compaction.prompts import render_summary_message
+from compaction.selection import Entry
+from compaction.tokens import TokenCounter
+from compaction.toolpairs import SYSTEM_ROLES
+from compaction.types import ChatTurn
+from compaction.workview import WorkingView
+from config.settings import RecallSettings
+from store.models import IngestResult, SummaryRecord
+from store.store import TenantStore
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Everything one request's planning needs, computed once."""
+
+    turn: ChatTurn
+    messages: list[dict[str, Any]]  # validated request body (may carry `pinned`)
+    ingest: IngestResult
+    counter: TokenCounter
+    budget: Budget
+    tenant: TenantStore
+    recall: RecallSettings
+    client_tools_tokens: int
+    body: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for stored, raw in zip(self.ingest.messages, self.messages, strict=False):
+            self.body[stored.seq] = strip_private_fields(raw)
+
+    @property
+    def conversation_id(self) -> str:
+        return self.ingest.conversation.id
+
+    @property
+    def last_seq(self) -> int:
+        return max((m.seq for m in self.ingest.messages), default=-1)
+
+    @property
+    def tokens_received(self) -> int:
+        return REPLY_PRIMING + sum(m.token_count for m in self.ingest.messages) + self.client_tools_tokens
+
+    @property
+    def expand_tool(self) -> str | None:
+        return self.recall.expand_tool_name if self.recall.enabled else None
+
+    @property
+    def render_summary(self) -> Callable[[SummaryRecord], dict[str, Any]]:
+        return self.renderer(self.recall)
+
+    @staticmethod
+    def renderer(recall: RecallSettings) -> Callable[[SummaryRecord], dict[str, Any]]:
+        def render(record: SummaryRecord) -> dict[str, Any]:
+            return render_summary_message(record, tools_offered=recall.enabled,
+                                          expand_tool_name=recall.expand_tool_name)
+        return render
+
+
+def plan_for(ctx: RequestContext, wv: WorkingView) -> Plan:
+    """The untruncated plan of the request over the working view."""
+    system = [SystemMessage(ctx.body.get(m.seq, strip_private_fields(m.message)), m.token_count,
+                            str(m.id), i)
+              for i, m in enumerate(ctx.ingest.messages) if m.role in SYSTEM_ROLES]
+    block = anchor_block_for(ctx.tenant, ctx.conversation_id, wv, ctx.budget, ctx.counter)
+    anchor_tokens = ctx.counter.count_message(block) if block else 0
+
+    def render(entry: Entry) -> dict[str, Any]:
+        if entry.kind == "summary":
+            return ctx.render_summary(wv.summaries[entry.ref])
+        return ctx.body.get(entry.seq) or strip_private_fields(wv.stored[entry.seq].message)
+
+    return build_plan(system, block, anchor_tokens, wv.entries, render,
+                      tools_tokens=ctx.budget.tools_tokens, budget=ctx.budget.total,
+                      request_length=len(ctx.messages))
+
+
+def anchor_block_for(tenant: TenantStore, cid: str, wv: WorkingView, budget: Budget,
+                     counter: TokenCounter) -> dict[str, Any] | None:
+    """The anchor block of the view's snapshot (stable between steps); None before any step."""
+    if not wv.anchor_ids:
+        return None
+    wanted = set(wv.anchor_ids)
+    anchors = [a for a in tenant.anchors(cid, include_superseded=True) if a.id in wanted]
+    return render_anchor_block(anchors, max_tokens=budget.anchor_max, counter=counter)
+
+
+def measure_stored(wv: WorkingView, budget: Budget, counter: TokenCounter, tenant: TenantStore) -> int:
+    """Input tokens a request for the stored conversation would take (background: no request body)."""
+    block = anchor_block_for(tenant, wv.conversation_id, wv, budget, counter)
+    anchors = counter.count_message(block) if block else 0
+    system = sum(m.token_count for m in wv.system)
+    return REPLY_PRIMING + system + anchors + sum(e.tokens for e in wv.entries) + budget.tools_tokens

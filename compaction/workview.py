@@ -1,0 +1,93 @@
+"""The working view of a conversation: persisted view items plus newer raw messages, as `Entry`s.
+
+System/developer messages are kept aside (never summarised, always emitted first by the planner).
+Token counts are the cached ones; summaries are counted once as rendered messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.planner import raw_entries
+from compaction.selection import Entry
+from compaction.toolpairs import SYSTEM_ROLES
+from store.models import Anchor, ContextView, StoredMessage, SummaryRecord, ViewItem
+from store.store import TenantStore
+
+RenderSummary = Callable[[SummaryRecord], dict[str, Any]]
+CountMessage = Callable[[dict[str, Any]], int]
+
+
+@dataclass(frozen=True)
+class WorkingView:
+    conversation_id: str
+    stored: dict[int, StoredMessage]  # by seq, up to `last_seq`
+    summaries: dict[str, SummaryRecord]
+    entries: tuple[Entry, ...]
+    system: tuple[StoredMessage, ...]
+    last_seq: int
+    view: ContextView | None = None
+    anchor_ids: tuple[int, ...] = field(default=())
+
+    def items(self) -> tuple[ViewItem, ...]:
+        return tuple(ViewItem(e.kind, e.ref) for e in self.entries)
+
+
+def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
+         render: RenderSummary, count: CountMessage) -> WorkingView:
+    """The working view up to `last_seq` (None: every stored message)."""
+    stored = tenant.messages(conversation_id, end_seq=None if last_seq is None else last_seq + 1)
+    by_seq = {m.seq: m for m in stored}
+    top = max(by_seq, default=-1)
+    view = tenant.view(conversation_id)
+    if view is not None and view.covered_through_seq > top:
+        view = None  # the request is shorter than the view (a regenerated reply): start raw
+    summaries = {s.id: s for s in tenant.summaries(conversation_id)} if view else {}
+    items: list[StoredMessage | SummaryRecord] = []
+    if view is not None:
+        for item in view.items:
+            items.append(summaries[item.ref] if item.kind == "summary" else by_seq[int(item.ref)])
+    covered = view.covered_through_seq if view else -1
+    items.extend(m for m in stored if m.seq > covered)
+    entries = build_entries(items, render, count)
+    system = tuple(m for m in stored if m.role in SYSTEM_ROLES)
+    return WorkingView(conversation_id, by_seq, summaries, tuple(entries), system, top, view,
+                       view.anchor_ids if view else ())
+
+
+def build_entries(items: Sequence[StoredMessage | SummaryRecord], render: RenderSummary,
+                  count: CountMessage) -> list[Entry]:
+    """Entries for a mixed item list; maximal raw runs are grouped atomically."""
+    out: list[Entry] = []
+    run: list[StoredMessage] = []
+    next_group = 0
+
+    def flush() -> None:
+        nonlocal next_group, run
+        rows = [(m.message, m.seq, m.id, m.token_count, m.pinned) for m in run]
+        made = raw_entries(rows, next_group)
+        out.extend(made)
+        next_group = (max(e.group for e in made) + 1) if made else next_group
+        run = []
+
+    for item in items:
+        if isinstance(item, StoredMessage):
+            run.append(item)
+            continue
+        flush()
+        out.append(summary_entry(item, render, count, next_group))
+        next_group += 1
+    flush()
+    return out
+
+
+def summary_entry(record: SummaryRecord, render: RenderSummary, count: CountMessage,
+                  group: int) -> Entry:
+    return Entry("summary", record.id, count(render(record)), "summary", group, record.last_seq,
+                 record.depth)
+
+
+def snapshot_anchor_ids(anchors: Sequence[Anchor]) -> tuple[int, ...]:
+    return tuple(sorted(a.id for a in anchors if a.status == "active"))
