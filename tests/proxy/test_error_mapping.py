@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 
@@ -64,7 +63,7 @@ def get_exc(name: str, message: str, **kwargs: object) -> BaseException:
 
 
 @pytest.mark.parametrize(("exc", "cls", "status"), [
-    (asyncio.TimeoutError(), UpstreamTimeoutError, 504),
+    (TimeoutError(), UpstreamTimeoutError, 504),
     (aiohttp.ServerTimeoutError("read"), UpstreamTimeoutError, 504),
     (aiohttp.ServerDisconnectedError(), UpstreamError, 502),
     (aiohttp.ClientPayloadError("cut"), UpstreamError, 502),
