@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import API_KEY, OTHER_KEY, Populated
+from inspect_fixtures import API_KEY, OTHER_KEY, Populated
 from inspect_scenario import PINNED_TEXT
 
 from proxy.cli import main

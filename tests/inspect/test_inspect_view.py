@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import API_KEY, Populated
 from hypothesis import given
 from hypothesis import strategies as st
 from inspect_fake_store import FakeTenantStore
+from inspect_fixtures import API_KEY, Populated
 from inspect_scenario import ORIGINAL_TEXT, PINNED_TEXT, count_tokens
 
 from config.errors import NotFoundError

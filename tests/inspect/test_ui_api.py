@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import ADMIN_KEY, API_KEY, Populated, UiServerFactory
+from inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiServerFactory
 from inspect_scenario import ORIGINAL_TEXT
 
 from config.settings import StoreSettings

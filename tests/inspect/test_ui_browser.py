@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ADMIN_KEY, Populated, UiServerFactory
+from inspect_fixtures import ADMIN_KEY, Populated, UiServerFactory
 from inspect_scenario import ORIGINAL_TEXT
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,0 +1,81 @@
+"""Inspector test helpers: keys, the populated store, and the real app (create_app) serving /ui.
+
+Kept out of conftest.py so test modules can import them by a unique module name."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inspect_scenario import MODEL, Scenario, count_tokens, populate
+
+from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
+from store.store import Store
+
+API_KEY = "sk-inspect-tenant-a-0123456789"
+OTHER_KEY = "sk-inspect-tenant-b-0123456789"
+ADMIN_KEY = "admin-key-for-tests-0123456789"
+
+
+@dataclass(frozen=True)
+class Populated:
+    db_path: Path
+    scenario: Scenario
+    other_tenant: str
+    other_conversation: str
+
+
+@pytest.fixture
+def populated(tmp_path: Path) -> Populated:
+    """Write the scenario for tenant A and a two-message conversation for tenant B, then close."""
+    db_path = tmp_path / "data" / "ctxproxy.db"
+    store = Store.open(StoreSettings(path=str(db_path)))
+    try:
+        tenant_a = store.tenant_id_for_key(API_KEY)
+        scenario = populate(store.for_tenant(tenant_a), tenant_a)
+        tenant_b = store.tenant_id_for_key(OTHER_KEY)
+        other = store.for_tenant(tenant_b).ingest(
+            [{"role": "user", "content": "Tenant B secret plan: zebra"},
+             {"role": "assistant", "content": "ok"}],
+            model=MODEL, external_id=None, count_tokens=count_tokens)
+    finally:
+        store.close()
+    return Populated(db_path, scenario, tenant_b, other.conversation.id)
+
+
+def ui_settings(db_path: Path, admin_key: str | None) -> Settings:
+    model = ModelEntry("gpt-4o-mini", LiteLLMParams("openai/gpt-4o-mini", "http://127.0.0.1:9/v1"), 128_000)
+    return Settings(model_list=(model,), store=StoreSettings(path=str(db_path)),
+                    server=replace(ServerSettings(), admin_key=admin_key))
+
+
+def build_app(settings: Settings) -> Any:
+    """create_app, plus setup_ui when create_app does not register /ui itself yet."""
+    from proxy.app import create_app
+    from proxy.ui import setup_ui
+
+    app = create_app(settings, engine_factory=lambda *args: _NoEngine())
+    if not any(getattr(r, "canonical", None) == "/ui" for r in app.router.resources()):
+        setup_ui(app)
+    return app
+
+
+class _NoEngine:
+    """The inspector never calls the engine; this keeps start-up free of summariser set-up."""
+
+    async def aclose(self) -> None:
+        return None
+
+
+UiServerFactory = Callable[..., Awaitable[Any]]
+
+
+@pytest.fixture
+def make_ui_server(aiohttp_server: Any, populated: Populated) -> UiServerFactory:
+    async def factory(admin_key: str | None = ADMIN_KEY) -> Any:
+        return await aiohttp_server(build_app(ui_settings(populated.db_path, admin_key)))
+
+    return factory
