@@ -27,7 +27,7 @@ from config.settings import (
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply, tool_call
-from tests.recall.conftest import FACT
+from tests.recall.recall_data import FACT
 
 JSON = dict[str, Any]
 SEARCH, EXPAND = "context_search", "context_expand"

@@ -9,7 +9,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from tests.recall.conftest import DAY, FACT, Populated
+from tests.recall.recall_data import DAY, FACT, Populated
 
 JSON = dict[str, Any]
 
