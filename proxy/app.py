@@ -19,6 +19,7 @@ from proxy.litellm_upstream import LiteLLMUpstream
 from proxy.logging import make_logger
 from proxy.metrics import Metrics, file_size_reader
 from proxy.middleware import error_middleware, observe_middleware
+from proxy.ui import setup_ui
 from proxy.upstream import OpenAIUpstream, UpstreamRouter
 from proxy.windows import WindowResolver
 
@@ -58,6 +59,7 @@ def _add_routes(app: web.Application) -> None:
     app.router.add_get("/readyz", handlers_meta.readyz)
     app.router.add_get("/metrics", handlers_meta.metrics)
     setup_context_routes(app)
+    setup_ui(app)
 
 
 def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:

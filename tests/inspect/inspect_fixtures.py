@@ -53,14 +53,10 @@ def ui_settings(db_path: Path, admin_key: str | None) -> Settings:
 
 
 def build_app(settings: Settings) -> Any:
-    """create_app, plus setup_ui when create_app does not register /ui itself yet."""
+    """create_app with an engine stand-in: the inspector only reads the store."""
     from proxy.app import create_app
-    from proxy.ui import setup_ui
 
-    app = create_app(settings, engine_factory=lambda *args: _NoEngine())
-    if not any(getattr(r, "canonical", None) == "/ui" for r in app.router.resources()):
-        setup_ui(app)
-    return app
+    return create_app(settings, engine_factory=lambda *args: _NoEngine())
 
 
 class _NoEngine:

@@ -20,7 +20,6 @@ from config.settings import (
     SummarizerSettings,
 )
 from proxy.app import create_app
-from proxy.ui import setup_ui
 
 ADMIN = "admin-engine-test-key-0123456789"
 PLANTED = "The staging database password rotation is scheduled for ticket OPS-4471"
@@ -44,8 +43,6 @@ def turn(i: int) -> list[dict[str, str]]:
 async def test_inspector_reads_engine_output(aiohttp_server: Any, aiohttp_client: Any, fake_upstream: Any,
                                              tmp_path: Path) -> None:
     app = create_app(engine_settings(fake_upstream.url, tmp_path))
-    if not any(getattr(r, "canonical", None) == "/ui" for r in app.router.resources()):
-        setup_ui(app)
     server = await aiohttp_server(app)
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are a release engineer."},
                                      {"role": "user", "content": PLANTED + "."},
