@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,7 +42,7 @@ class Upstream(Protocol):
 
     async def complete(self, body: JSON) -> JSON: ...
 
-    def stream(self, body: JSON) -> AsyncIterator[JSON]: ...
+    def stream(self, body: JSON) -> AsyncGenerator[JSON, None]: ...
 
 
 def call_name(call: Mapping[str, Any]) -> str:
@@ -138,7 +139,7 @@ class ToolLoop:
             out["usage"] = usage
         return out
 
-    async def stream(self, body: JSON) -> AsyncIterator[JSON]:
+    async def stream(self, body: JSON) -> AsyncGenerator[JSON, None]:
         """Streaming: the chunk objects to send the client, in order, across every round.
 
         Upstream errors propagate: raised before the first chunk they can still become a normal
@@ -148,10 +149,11 @@ class ToolLoop:
         carried = _Carried()
         for round_no in range(self.max_rounds + 1):
             rnd = _StreamRound(self.tools, offer=round_no < self.max_rounds, carried=carried)
-            async for chunk in self.upstream.stream(self.round_body(body, messages, rnd.offer)):
-                out = rnd.feed(chunk)
-                if out is not None:
-                    yield out
+            async with aclosing(self.upstream.stream(self.round_body(body, messages, rnd.offer))) as chunks:
+                async for chunk in chunks:
+                    out = rnd.feed(chunk)
+                    if out is not None:
+                        yield out
             if not rnd.continues():
                 return
             calls = rnd.recall_calls()
