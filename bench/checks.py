@@ -22,6 +22,8 @@ ANCHOR_MARK = "<ctxproxy:anchors>"
 # A line mentioning an old value is not "presenting it as current" when it says so.
 _SUPERSEDED = re.compile(r"(?i)supersed|\bwas\b|previous|\bold\b|\bnot\b|no longer|instead|"
                          r"correct|ruled out|discard|reject|hypothes|\bformer|replaced|earlier")
+# A summary line asserting a value as the state of things (rather than narrating history).
+_ASSERTING = re.compile(r"(?i)decision|decided|\bcurrent|\bnow\b|\bfinal\b|confirmed|going with")
 # ctxproxy's own markers and ids are not facts about the conversation.
 _OWN_MARKUP = re.compile(r"\[ctxproxy:[^\]]*\]|</?ctxproxy:[^>]*>|\bsum_[0-9a-f]{6,}\b")
 _FACTLIKE = re.compile(
@@ -192,28 +194,20 @@ class FactResult:
                 "stale_as_current": list(self.stale_as_current)}
 
 
-def _stale_in_anchor_block(text: str, stale: str) -> bool:
-    return any(stale in line and not _SUPERSEDED.search(line) for line in text.splitlines())
-
-
-def _stale_in_summary(text: str, stale: str, current: str) -> bool:
-    """A summary may tell the story (old value, then the new one); ending on the old one is stale."""
-    if stale not in text:
-        return False
-    last_stale = text.rfind(stale)
-    return current not in text[last_stale:] and not _SUPERSEDED.search(
-        text[max(0, last_stale - 200):last_stale + 200])
+def _stale_lines(text: str, stale: str, asserting: re.Pattern[str] | None) -> bool:
+    """Some line shows `stale` without saying it is old (and, if given, while asserting it)."""
+    return any(stale in line and not _SUPERSEDED.search(line)
+               and (asserting is None or asserting.search(line)) for line in text.splitlines())
 
 
 def stale_as_current(check: Check, synthetic: Sequence[Message]) -> tuple[str, ...]:
-    """Old values that ctxproxy's own messages (anchor block, summaries) present as current."""
+    """Old values ctxproxy's own messages present as current: any unmarked line of the anchor block
+    (its header says values are current), or a summary line promoting it to a decision (seed 003)."""
     found: list[str] = []
     for stale in check.stale_values:
         for message in synthetic:
             text = message_text(message)
-            bad = (_stale_in_anchor_block(text, stale) if ANCHOR_MARK in text
-                   else _stale_in_summary(text, stale, check.fact))
-            if bad:
+            if _stale_lines(text, stale, None if ANCHOR_MARK in text else _ASSERTING):
                 found.append(stale)
                 break
     return tuple(found)

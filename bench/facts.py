@@ -37,7 +37,7 @@ class PlantedFacts:
     budget_new: str  # ... then corrected: the current value
     approval_id: str
     approver: str
-    hypothesis_value: str  # the discarded hypothesis' distinguishing value
+    hypothesis_value: str  # the fix the discarded hypothesis proposed (never adopted)
     decision: str  # what replaced the hypothesis
     release: str
 
@@ -66,7 +66,7 @@ def draw_facts(rng: random.Random) -> PlantedFacts:
         budget_new=_money("$", budget + rng.randrange(500, 1_500, 100), None),
         approval_id=f"APR-{rng.randint(1_000, 9_999)}",
         approver=rng.choice(_APPROVERS),
-        hypothesis_value=f"{rng.choice((600, 900, 1800, 3600))} seconds",
+        hypothesis_value=f"{rng.choice((45, 75, 90, 120))} seconds",
         decision=rng.choice(_ROUNDING),
         release=f"2.{rng.randint(10, 40)}.{rng.randint(0, 9)}",
     )

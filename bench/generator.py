@@ -166,15 +166,17 @@ def _approval(b: _Builder, f: PlantedFacts) -> None:
 def _hypothesis(b: _Builder, f: PlantedFacts, size: int) -> None:
     b.user("Why would the charge be doubled? Any idea?")
     b.tool_round([("grep_logs", {"query": "charge retry"}, filler.log_output(b.rng, size, "billing"))])
-    b.assistant(f"Hypothesis: the exchange-rate cache with a TTL of {f.hypothesis_value} serves a "
-                "stale rate and the retry charges again. I will verify this before deciding.")
+    b.assistant("Hypothesis: the exchange-rate cache serves a stale rate and the retry charges again; "
+                f"if so, the fix would be to lower RATE_CACHE_TTL to {f.hypothesis_value}. I will verify "
+                "this before deciding.")
 
 
 def _discard(b: _Builder, f: PlantedFacts, size: int) -> None:
     b.user("Please run the billing tests to confirm.")
     b.tool_round([("run_tests", {"path": "tests/billing"}, filler.test_report(b.rng, size)),
                   ("grep_logs", {"query": "rate cache"}, filler.log_output(b.rng, size // 2, "rates"))])
-    b.assistant(f"The cache hypothesis is ruled out: rates were fresh. The real cause is rounding. "
+    b.assistant(f"The cache hypothesis is ruled out: rates were fresh, so RATE_CACHE_TTL stays as it "
+                f"is. The real cause is rounding. "
                 f"Decision: switch the rounding mode to {f.decision} in {f.real_path}.")
     b.user(f"Agreed. Ship it in release {f.release}.")
     b.assistant(f"Decision recorded: the fix ships in release {f.release}.")

@@ -1,0 +1,69 @@
+"""PNG charts of replays (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.report import ConversationReport  # noqa: E402
+
+CATEGORIES = ("system", "anchors", "summaries", "fresh_tail", "tools")
+COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860")
+
+
+def _turn_axes(ax: Any, report: ConversationReport) -> None:
+    x = list(range(1, len(report.requests) + 1))
+    if report.turns:
+        stacks = [[t.occupancy.get(c, 0) for t in report.turns] for c in CATEGORIES]
+        ax.stackplot(x, stacks, labels=[c.replace("_", " ") for c in CATEGORIES], colors=COLORS,
+                     alpha=0.85)
+    else:
+        ax.plot(x, [r.tokens_forwarded for r in report.requests], label="forwarded", color=COLORS[0])
+    ax.plot(x, [r.tokens_received for r in report.requests], label="received (full history)",
+            color="black", linestyle=":")
+    ax.plot(x, [r.budget for r in report.requests], label="budget", color="red", linestyle="--")
+    ax.set_title(f"{report.conversation_id} ({report.strategy})")
+    ax.set_xlabel("request")
+    ax.set_ylabel("tokens")
+    ax.set_ylim(0, max(r.budget for r in report.requests) * 1.6 if report.requests else 1)
+    ax.legend(loc="upper left", fontsize="small")
+
+
+def turn_chart(reports: Sequence[ConversationReport], path: Path) -> Path:
+    """Forwarded tokens per request by occupancy category, with the full history and the budget."""
+    fig, axes = plt.subplots(len(reports), 1, figsize=(11, 4 * max(1, len(reports))), squeeze=False)
+    for ax, report in zip(axes[:, 0], reports, strict=True):
+        _turn_axes(ax, report)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def comparison_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Facts retained and requests over budget per strategy (the eval's headline)."""
+    names = [str(r["strategy"]) for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    left.barh(names, [100 * float(r["facts_retained"]) for r in rows], color=COLORS[2])
+    left.set_xlabel("planted facts in the final forwarded context (%)")
+    left.set_xlim(0, 100)
+    right.barh(names, [int(r["over_budget"]) for r in rows], color=COLORS[1], label="over budget")
+    over = [int(r["over_budget"]) for r in rows]
+    right.barh(names, [int(r["pairing_violations"]) for r in rows], left=over, color=COLORS[3],
+               label="tool-pairing violations")
+    right.set_xlabel("bad requests")
+    right.legend(fontsize="small")
+    left.invert_yaxis()
+    right.invert_yaxis()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
