@@ -22,12 +22,13 @@ from compaction import passes, recall, truncate, workview
 from compaction.background import BackgroundCompactor
 from compaction.budget import Budget
 from compaction.messages import strip_private_fields, validate_messages
+from compaction.observer import CompactionObserver, NullObserver, ObservedSummarizer
 from compaction.passes import PassContext, Trigger
 from compaction.planner import Plan
 from compaction.summarizers import CircuitBreaker
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import validate_outgoing
-from compaction.types import ChatTurn, Occupancy, PreparedRequest, SummarizerChoice
+from compaction.types import ChatTurn, Occupancy, PreparedRequest, Summarizer, SummarizerChoice
 from compaction.view_plan import RequestContext, measure_stored, plan_for
 from compaction.workview import WorkingView
 from config.settings import LOCAL_EXTRACTIVE, Settings
@@ -47,16 +48,23 @@ class _Outcome:
 
 
 class Engine:
-    """Owns per-conversation locks, circuit breakers and the background compactor."""
+    """Owns per-conversation locks, circuit breakers and the background compactor.
+
+    `observer` hears every compaction step, summariser call and circuit transition (the proxy
+    turns them into log lines and metrics); by default nobody listens.
+    """
 
     def __init__(self, store: Store, settings: Settings, summarizer_for: SummarizerFor, *,
-                 background: BackgroundCompactor | None = None) -> None:
+                 background: BackgroundCompactor | None = None,
+                 observer: CompactionObserver | None = None) -> None:
         self.store = store
         self.settings = settings
         self._summarizer_for = summarizer_for
-        self.background = background or BackgroundCompactor()
+        self.observer: CompactionObserver = observer or NullObserver()
+        self.background = background or BackgroundCompactor(on_error=self.observer.on_background_error)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._breakers: dict[tuple[str, str, str], CircuitBreaker] = {}
+        self._breakers: dict[tuple[str, str, str], ObservedSummarizer] = {}
+        self._observed: dict[int, ObservedSummarizer] = {}  # local summarisers, by identity
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
@@ -130,7 +138,8 @@ class Engine:
 
     def _load(self, ctx: RequestContext) -> WorkingView:
         return workview.load(ctx.tenant, ctx.conversation_id, last_seq=ctx.last_seq,
-                             render=ctx.render_summary, count=ctx.counter.count_message)
+                             render=ctx.render_summary, count=ctx.counter.count_message,
+                             messages=ctx.ingest.messages)
 
     def _record(self, ctx: RequestContext, out: _Outcome) -> PreparedRequest:
         plan = out.plan
@@ -181,20 +190,30 @@ class Engine:
             return measure_stored(wv, budget, counter, tenant)
 
         return PassContext(tenant, self._choice(turn), counter, turn.settings, trigger, render,
-                           measure, budget.fresh_tail_max)
+                           measure, budget.fresh_tail_max, self.observer)
 
     def _choice(self, turn: ChatTurn) -> SummarizerChoice:
-        """The turn's summariser, behind one circuit breaker per (tenant, summariser, endpoint)."""
+        """The turn's summariser, observed, behind one circuit breaker per (tenant, summariser, endpoint)."""
         choice = self._summarizer_for(turn)
         if choice.summarizer.name == LOCAL_EXTRACTIVE:
-            return choice
+            return SummarizerChoice(self._observe_local(choice.summarizer), choice.settings)
         key = (turn.tenant_id, choice.summarizer.name, str(choice.settings.get("api_base")))
         s = self.settings.summarizer
-        breaker = self._breakers.get(key)
-        if breaker is None or breaker.inner is not choice.summarizer and breaker.state == "closed":
-            breaker = self._breakers[key] = CircuitBreaker(
-                choice.summarizer, failures=s.breaker_failures, reset_s=s.breaker_reset_s)
-        return SummarizerChoice(breaker, choice.settings)
+        found = self._breakers.get(key)
+        breaker = found.inner if found is not None else None
+        if (found is None or not isinstance(breaker, CircuitBreaker)
+                or breaker.inner is not choice.summarizer and breaker.state == "closed"):
+            found = self._breakers[key] = ObservedSummarizer(
+                CircuitBreaker(choice.summarizer, failures=s.breaker_failures,
+                               reset_s=s.breaker_reset_s), self.observer)
+        return SummarizerChoice(found, choice.settings)
+
+    def _observe_local(self, summarizer: Summarizer) -> ObservedSummarizer:
+        """One observing wrapper per local summariser instance (no breaker: it cannot fail)."""
+        observed = self._observed.get(id(summarizer))
+        if observed is None or observed.inner is not summarizer:
+            observed = self._observed[id(summarizer)] = ObservedSummarizer(summarizer, self.observer)
+        return observed
 
 
 def _occupancy(plan: Plan) -> Occupancy:

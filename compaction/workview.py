@@ -36,9 +36,17 @@ class WorkingView:
 
 
 def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
-         render: RenderSummary, count: CountMessage) -> WorkingView:
-    """The working view up to `last_seq` (None: every stored message)."""
-    stored = tenant.messages(conversation_id, end_seq=None if last_seq is None else last_seq + 1)
+         render: RenderSummary, count: CountMessage,
+         messages: Sequence[StoredMessage] | None = None) -> WorkingView:
+    """The working view up to `last_seq` (None: every stored message).
+
+    `messages` are the conversation's stored messages when the caller already holds them (the
+    request path has them from ingest), which saves reading and parsing the history again.
+    """
+    if messages is None:
+        stored = tenant.messages(conversation_id, end_seq=None if last_seq is None else last_seq + 1)
+    else:
+        stored = [m for m in messages if last_seq is None or m.seq <= last_seq]
     by_seq = {m.seq: m for m in stored}
     top = max(by_seq, default=-1)
     view = tenant.view(conversation_id)
