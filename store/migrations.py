@@ -161,32 +161,46 @@ CREATE INDEX tool_rounds_conversation ON tool_rounds (conversation_id, id);
 """
 
 
-def _fts_pair(corpus: str, table: str, column: str, rowid: str) -> str:
-    """A unicode61 (words, bm25) and a trigram (substrings, CJK) external-content index + triggers."""
+def _fts_pair(corpus: str, table: str, column: str, rowid: str, scope: str) -> str:
+    """A unicode61 index (words, bm25) and a trigram index (substrings, CJK), kept in sync by triggers.
+
+    The unicode61 index has a second column `scope`: hex-encoded tenant, conversation (and role)
+    tokens, so a conversation- or tenant-scoped search is intersected inside FTS5 instead of joining
+    every match. Its content is a view computing `scope` from the row; triggers use the same expression.
+    """
+    new_scope, old_scope = scope.format(r="new"), scope.format(r="old")
     return f"""
+CREATE VIEW {corpus}_fts_src AS SELECT {rowid}, {column}, {scope.format(r=table)} AS scope FROM {table};
 CREATE VIRTUAL TABLE {corpus}_fts USING fts5 (
-    {column}, content='{table}', content_rowid='{rowid}', tokenize='unicode61 remove_diacritics 2');
+    {column}, scope, content='{corpus}_fts_src', content_rowid='{rowid}',
+    tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE {corpus}_tri USING fts5 (
     {column}, content='{table}', content_rowid='{rowid}', tokenize='trigram');
 CREATE TRIGGER {table}_fts_ai AFTER INSERT ON {table} BEGIN
-    INSERT INTO {corpus}_fts (rowid, {column}) VALUES (new.{rowid}, new.{column});
+    INSERT INTO {corpus}_fts (rowid, {column}, scope) VALUES (new.{rowid}, new.{column}, {new_scope});
     INSERT INTO {corpus}_tri (rowid, {column}) VALUES (new.{rowid}, new.{column});
 END;
 CREATE TRIGGER {table}_fts_ad AFTER DELETE ON {table} BEGIN
-    INSERT INTO {corpus}_fts ({corpus}_fts, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
+    INSERT INTO {corpus}_fts ({corpus}_fts, rowid, {column}, scope)
+        VALUES ('delete', old.{rowid}, old.{column}, {old_scope});
     INSERT INTO {corpus}_tri ({corpus}_tri, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
 END;
 CREATE TRIGGER {table}_fts_au AFTER UPDATE OF {column} ON {table} BEGIN
-    INSERT INTO {corpus}_fts ({corpus}_fts, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
+    INSERT INTO {corpus}_fts ({corpus}_fts, rowid, {column}, scope)
+        VALUES ('delete', old.{rowid}, old.{column}, {old_scope});
     INSERT INTO {corpus}_tri ({corpus}_tri, rowid, {column}) VALUES ('delete', old.{rowid}, old.{column});
-    INSERT INTO {corpus}_fts (rowid, {column}) VALUES (new.{rowid}, new.{column});
+    INSERT INTO {corpus}_fts (rowid, {column}, scope) VALUES (new.{rowid}, new.{column}, {new_scope});
     INSERT INTO {corpus}_tri (rowid, {column}) VALUES (new.{rowid}, new.{column});
 END;
 """
 
 
-_SEARCH = _fts_pair("messages", "messages", "text", "id") + _fts_pair("summaries", "summaries",
-                                                                        "content", "num")
+# Scope tokens (see store/search.py `scope_tokens`): 't' + hex(tenant), 'c' + hex(conversation),
+# 'r' + hex(role); hex keeps any id a single unicode61 token.
+_MESSAGE_SCOPE = "'t' || hex({r}.tenant_id) || ' c' || hex({r}.conversation_id) || ' r' || hex({r}.role)"
+_SUMMARY_SCOPE = "'t' || hex({r}.tenant_id) || ' c' || hex({r}.conversation_id)"
+_SEARCH = (_fts_pair("messages", "messages", "text", "id", _MESSAGE_SCOPE)
+           + _fts_pair("summaries", "summaries", "content", "num", _SUMMARY_SCOPE))
 
 Step = str | Callable[[sqlite3.Connection], None]
 

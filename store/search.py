@@ -94,25 +94,57 @@ def _where(f: _Filters, alias: str, with_role: bool) -> tuple[str, dict[str, Any
     return " AND ".join(clauses), params
 
 
-def _message_hits(run: Runner, f: _Filters) -> list[SearchHit]:
+def _hex_token(prefix: str, value: str) -> str:
+    """A scope token as the FTS triggers write it: prefix + SQLite hex() of the UTF-8 value."""
+    return prefix + value.encode().hex().upper()
+
+
+def _scoped_match(f: _Filters, tenant_id: str, column: str, with_role: bool) -> str:
+    """Restrict the user expression to the text column and AND the scope tokens (words mode only)."""
+    if f.mode != "words":
+        return f.match
+    scope = [_hex_token("c", f.conversation_id) if f.conversation_id else _hex_token("t", tenant_id)]
+    if with_role and f.role:
+        scope.append(_hex_token("r", f.role))
+    return f"{column} : ({f.match}) AND " + " AND ".join(f'scope : "{token}"' for token in scope)
+
+
+def _ranked_sql(f: _Filters, table: str, rank: str, content: str, key: str, columns: str, where: str) -> str:
+    """Top hits by bm25, the FTS match driving the loop (CROSS JOIN: never a scan of the content table).
+
+    In words mode without time bounds the scope tokens already restrict the match to the tenant /
+    conversation / role, so ranking runs inside FTS5 alone and only the top rows are joined (the
+    join still checks the tenant). Otherwise every match is joined and filtered before ranking.
+    """
+    snippet = f"snippet({table}, 0, '[', ']', '…', {_SNIPPET_TOKENS[f.mode]})"
+    if f.mode == "words" and f.since is None and f.before is None:
+        return (f"SELECT {columns}, hit.rank AS rank, hit.snippet AS snippet FROM (SELECT rowid AS rid, "
+                f"{rank} AS rank, {snippet} AS snippet FROM {table} WHERE {table} MATCH :match "
+                f"ORDER BY rank LIMIT :limit) AS hit CROSS JOIN {content} ON {key} = hit.rid "
+                f"WHERE {where} ORDER BY hit.rank")
+    return (f"SELECT {columns}, {rank} AS rank, {snippet} AS snippet FROM {table} CROSS JOIN {content} "
+            f"ON {key} = {table}.rowid WHERE {table} MATCH :match AND {where} ORDER BY rank LIMIT :limit")
+
+
+def _message_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
     table = "messages_fts" if f.mode == "words" else "messages_tri"
     where, params = _where(f, "m", with_role=True)
-    sql = (f"SELECT m.id, m.conversation_id, m.role, m.created_at, bm25({table}) AS rank, "
-           f"snippet({table}, 0, '[', ']', '…', {_SNIPPET_TOKENS[f.mode]}) AS snippet "
-           f"FROM {table} JOIN messages m ON m.id = {table}.rowid "
-           f"WHERE {table} MATCH :match AND {where} ORDER BY rank LIMIT :limit")
+    params["match"] = _scoped_match(f, tenant_id, "text", with_role=True)
+    rank = f"bm25({table}, 1.0, 0.0)" if f.mode == "words" else f"bm25({table})"
+    sql = _ranked_sql(f, table, rank, "messages m", "m.id", "m.id, m.conversation_id, m.role, m.created_at",
+                      where)
     return [SearchHit(kind="message", id=str(r["id"]), conversation_id=r["conversation_id"],
                       rank=r["rank"], snippet=r["snippet"], role=r["role"], created_at=r["created_at"])
             for r in run(sql, params)]
 
 
-def _summary_hits(run: Runner, f: _Filters) -> list[SearchHit]:
+def _summary_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
     table = "summaries_fts" if f.mode == "words" else "summaries_tri"
     where, params = _where(f, "s", with_role=False)
-    sql = (f"SELECT s.id, s.conversation_id, s.depth, s.created_at, bm25({table}) AS rank, "
-           f"snippet({table}, 0, '[', ']', '…', {_SNIPPET_TOKENS[f.mode]}) AS snippet "
-           f"FROM {table} JOIN summaries s ON s.num = {table}.rowid "
-           f"WHERE {table} MATCH :match AND {where} ORDER BY rank LIMIT :limit")
+    params["match"] = _scoped_match(f, tenant_id, "content", with_role=False)
+    rank = f"bm25({table}, 1.0, 0.0)" if f.mode == "words" else f"bm25({table})"
+    sql = _ranked_sql(f, table, rank, "summaries s", "s.num",
+                      "s.id, s.conversation_id, s.depth, s.created_at", where)
     return [SearchHit(kind="summary", id=r["id"], conversation_id=r["conversation_id"], rank=r["rank"],
                       snippet=r["snippet"], depth=r["depth"], created_at=r["created_at"])
             for r in run(sql, params)]
@@ -123,7 +155,7 @@ def validate(q: SearchQuery) -> None:
     _filters(q, time.time())
 
 
-def search(run: Runner, q: SearchQuery, now: float | None = None) -> list[SearchHit]:
+def search(run: Runner, tenant_id: str, q: SearchQuery, now: float | None = None) -> list[SearchHit]:
     """Hits of the tenant (conversation-scoped unless all_conversations), best rank first.
 
     With a role filter, scope `both` searches messages only (summaries have no role).
@@ -131,8 +163,8 @@ def search(run: Runner, q: SearchQuery, now: float | None = None) -> list[Search
     f = _filters(q, time.time() if now is None else now)
     hits: list[SearchHit] = []
     if q.scope in ("message", "both"):
-        hits += _message_hits(run, f)
+        hits += _message_hits(run, f, tenant_id)
     if q.scope in ("summary", "both") and f.role is None:
-        hits += _summary_hits(run, f)
+        hits += _summary_hits(run, f, tenant_id)
     hits.sort(key=lambda h: (h.rank, h.kind, h.id))
     return hits[: f.limit]

@@ -378,7 +378,7 @@ class TenantStore:
         search_mod.validate(q)
         if q.conversation_id and not q.all_conversations:
             self.conversation(q.conversation_id)
-        return search_mod.search(self._run, q)
+        return search_mod.search(self._run, self.tenant_id, q)
 
     def expand(self, ids: Sequence[str]) -> list[ExpandedItem]:
         """Full messages / summaries by id (store/expand.py), in the order asked."""
