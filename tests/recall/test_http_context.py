@@ -171,7 +171,8 @@ async def test_search_validation(clients: dict[str, AsyncOpenAI], body: JSON, pa
 
 HOSTILE = ['"', '"unterminated', "(", "kayak)", "((kayak", "AND", "OR kayak", "kayak NOT", "NOT kayak",
            "NEAR(kayak bag)", "*", "%", "%%", "ka%yak", "%ab%", "\x00", "   ", "", "x" * 5_000,
-           "(" * 20 + "kayak" + ")" * 20, " ".join(["kayak"] * 40), '""', "'; DROP TABLE messages; --"]
+           "(" * 20 + "kayak" + ")" * 20, " ".join(["kayak"] * 40), '""', "'; DROP TABLE messages; --",
+           "0\x00注文", "kayak\x00"]
 
 
 @pytest.mark.parametrize("pattern", HOSTILE)
