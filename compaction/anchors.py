@@ -59,8 +59,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
         rf"(?i:\bmy name is|\bi am|\bi'm|\bname\s*:|\bcustomer|\bclient|\bcontact\s*:?|\bsigned,?)"
         rf"\s+({_NAME})|(?m:^\s*(?:—|--|-)\s*({_NAME})\s*$)"), -1),
     ("decision", re.compile(
-        r"(?i)[^.!?\n]*\b(?:we decided|we've decided|we have decided|decision:|let's go with"
-        r"|let us go with|we'll go with|we will go with|approved|agreed to|we agreed)\b[^.!?\n]*"), 0),
+        r"(?i)(?:[^.!?\n]|(?<=\d)\.(?=\d))*\b(?:we decided|we've decided|we have decided|decision:"
+        r"|let's go with|let us go with|we'll go with|we will go with|approved|agreed to|we agreed)\b"
+        r"(?:[^.!?\n]|(?<=\d)\.(?=\d))*"), 0),  # a decimal point does not end the sentence
 )
 
 _STOPWORDS = frozenset(re.findall(r"\S+", """
@@ -81,6 +82,13 @@ _DEADLINE_WORDS = re.compile(r"(?i)\b(?:by|until|till|before|due|deadline)\W*$")
 _TOKEN = re.compile(r"[^\s]+")
 _PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z']*")
 _KEYED_KINDS = frozenset({"amount", "date", "name"})  # semantic key; others keyed by value
+# Value-keyed kinds still take the label as key when the value is stated as the label's value
+# ("my email is X", "the config file is now Y"), so a correction labelled the same way supersedes.
+_LABELLABLE_KINDS = frozenset({"email", "path", "url", "id"})
+_LINKED = re.compile(r"(?i)(?:\b(?:is|are)(?:\s+now)?|[:=]|\b(?:changed|moved|updated|switched|renamed)"
+                     r"\s+to)\s*$")
+_ENUMERATION = re.compile(r"^\s*(?:[,;&/]|\b(?:and|or)\b)")  # "Files: a.py and b.py": a list, no key
+_ID_LABEL = re.compile(r"(?i)(?:number|no\.?|id|code|#)\s*(?:is|:|=)?\s*$")
 
 
 def extract_anchors(messages: Sequence[StoredMessage]) -> list[AnchorDraft]:
@@ -158,16 +166,20 @@ def _classify(kind: str, text: str, start: int, value: str) -> tuple[str, str, s
     if _NEGATED.search(before):
         return None
     label = derive_key(before)
+    linked = bool(label and _LINKED.search(before) and not _ENUMERATION.match(text[start + len(value):]))
     if kind in ("code", "labelled", "ticket"):
-        return _classify_id(kind, value, label, before)
+        return _classify_id(kind, value, label, before, linked)
     if kind in _KEYED_KINDS:
         if not label and kind == "date" and (_DEADLINE_WORDS.search(before) or "by" in value.lower()):
             label = "deadline"
         return (kind, label or _value_key(value), value)
+    if kind in _LABELLABLE_KINDS and linked:
+        return (kind, label, value)
     return (kind, _value_key(value), value)
 
 
-def _classify_id(kind: str, value: str, label: str, before: str) -> tuple[str, str, str]:
+def _classify_id(kind: str, value: str, label: str, before: str,
+                 linked: bool) -> tuple[str, str, str]:
     """Order, ticket or generic id. Keyed semantically only when labelled ("the order number is")."""
     context = f"{label} {value}".lower()
     if "order" in context or value.upper().startswith(("ORD", "PO-")):
@@ -176,8 +188,7 @@ def _classify_id(kind: str, value: str, label: str, before: str) -> tuple[str, s
         final = "ticket"
     else:
         final = "id"
-    labelled = kind == "labelled" or bool(re.search(r"(?i)(?:number|no\.?|id|code|#)\s*(?:is|:|=)?\s*$",
-                                                    before))
+    labelled = kind == "labelled" or bool(_ID_LABEL.search(before)) or linked
     key = label if labelled and label else _value_key(value)
     return (final, key, value)
 

@@ -136,5 +136,8 @@ async def test_corrections_supersede_anchors(faithful: tuple[Engine, ScriptedSum
     assert "ana.silva@example.com" in [a.value for a in emails if a.status == "active"]
     recorded = {i for e in prepared.events for i in e.anchors_added}
     assert {a.id for a in emails} <= recorded
-    # TODO(anchors.py): "my email is" vs "Correction: my email is" derive different keys today, so
-    # the older value is not superseded; assert supersession once key derivation agrees.
+    old = [a for a in emails if a.value == "ana@example.com"]
+    assert old and all(a.status == "superseded" for a in old)
+    assert [a.value for a in emails if a.status == "active"] == ["ana.silva@example.com"]
+    new_id = next(a.id for a in emails if a.status == "active")
+    assert all(a.superseded_by == new_id for a in old)
