@@ -10,16 +10,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-import structlog
+from compaction.redact import redact
 
-log = structlog.get_logger(__name__)
 Job = Callable[[], Awaitable[None]]
+OnError = Callable[[str, int, str], None]  # (conversation_id, attempt, redacted error)
+
+
+def _ignore(_conversation_id: str, _attempt: int, _error: str) -> None:
+    return None
 
 
 class BackgroundCompactor:
     """Runs per-conversation compaction jobs in the background."""
 
-    def __init__(self, *, concurrency: int = 4, retries: int = 2, backoff_s: float = 0.5) -> None:
+    def __init__(self, *, concurrency: int = 4, retries: int = 2, backoff_s: float = 0.5,
+                 on_error: OnError = _ignore) -> None:
+        self._on_error = on_error  # the engine's observer logs it (compaction/ has no logger)
         self._semaphore = asyncio.Semaphore(max(1, concurrency))
         self._retries = retries
         self._backoff_s = backoff_s
@@ -60,8 +66,7 @@ class BackgroundCompactor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("compaction.failed", conversation_id=conversation_id, attempt=attempt + 1,
-                            error=repr(exc))
+                self._on_error(conversation_id, attempt + 1, redact(repr(exc))[:1000])
                 if attempt < self._retries:
                     await asyncio.sleep(self._backoff_s * 2**attempt)
         self.failed += 1

@@ -7,25 +7,31 @@ committed, a new view version saved, and a CompactionEvent recorded (committed o
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
-
-import structlog
 
 from compaction import selection
 from compaction.anchors import extract_anchors, render_anchor_block
 from compaction.escalation import EscalationOutcome, summarize_with_escalation
+from compaction.observer import CompactionObserver, NullObserver
 from compaction.prompts import build_source_text
+from compaction.redact import redact
 from compaction.selection import Entry
 from compaction.tokens import TokenCounter
 from compaction.types import SummarizerChoice
 from compaction.workview import RenderSummary, WorkingView, snapshot_anchor_ids, summary_entry
 from config.settings import CompactionSettings
-from store.models import CompactionEvent, ContextView, StoredMessage, SummaryDraft, SummaryRecord
+from store.models import (
+    AnchorDraft,
+    CompactionEvent,
+    ContextView,
+    StoredMessage,
+    SummaryDraft,
+    SummaryRecord,
+)
 from store.store import TenantStore
 
-log = structlog.get_logger(__name__)
 Trigger = Literal["threshold", "hard_budget", "manual"]
 ANCHOR_TEXT_MAX = 100_000  # anchors handed to the verifier are not budget-bound
 
@@ -40,6 +46,7 @@ class PassContext:
     render: RenderSummary
     measure: Callable[[WorkingView], int]  # input tokens the planned request would have
     tail_max_tokens: int
+    observer: CompactionObserver = field(default_factory=NullObserver)  # hears every recorded step
 
 
 @dataclass(frozen=True)
@@ -102,33 +109,66 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
             added, superseded = _anchors_for(ctx, wv, chunk)
         outcome, record = await _summarise(ctx, wv, cand.tier, chunk)
         new_wv = _apply(ctx, wv, cand.chunk, record)
-    except Exception as exc:  # any failure is recorded and retried later, never surfaced
-        log.warning("compaction.failed", conversation_id=wv.conversation_id, tier=cand.tier,
-                    error=repr(exc))
+    except Exception as exc:  # any failure is recorded (and observed) and retried later, never surfaced
         event = replace(base, anchors_added=tuple(added), anchors_superseded=tuple(superseded),
-                        duration_ms=_ms(started), error=repr(exc), tokens_after=before)
-        return wv, ctx.tenant.record_event(event)
+                        duration_ms=_ms(started), error=redact(repr(exc))[:1000], tokens_after=before)
+        return wv, _record(ctx, event)
     level: Any = outcome.level
     event = replace(base, level=level, outcome="committed", summarizer_model=outcome.model,
                     prompt_version=outcome.prompt_version,
                     source_message_ids=record.source_message_ids,
                     source_summary_ids=record.source_summary_ids, summary_id=record.id,
                     depth=record.depth, generation=record.generation,
-                    tokens_after=ctx.measure(new_wv), verification=_verification(outcome),
+                    tokens_after=ctx.measure(new_wv), verification=verification_of(outcome),
                     rejected_facts=outcome.rejected_facts, anchors_added=tuple(added),
                     anchors_superseded=tuple(superseded), duration_ms=_ms(started))
-    return new_wv, ctx.tenant.record_event(event)
+    return new_wv, _record(ctx, event)
 
 
-def _verification(outcome: EscalationOutcome) -> Literal["passed", "failed", "not_run"]:
-    return "passed" if outcome.verification == "passed" else (
-        "failed" if outcome.verification == "failed" else "not_run")
+def _record(ctx: PassContext, event: CompactionEvent) -> CompactionEvent:
+    """Persist the step's provenance, then tell the observer (log line, metrics)."""
+    recorded = ctx.tenant.record_event(event)
+    ctx.observer.on_step(recorded)
+    return recorded
+
+
+def verification_of(outcome: EscalationOutcome) -> Literal["passed", "failed", "not_run"]:
+    """`failed` when the verifier rejected every summary and local truncation was committed."""
+    if outcome.verification == "passed":
+        return "passed"
+    unverified = any(a.reason == "unverified" for a in outcome.attempts)
+    return "failed" if unverified else "not_run"
+
+
+def _report_rejections(ctx: PassContext, cid: str, outcome: EscalationOutcome) -> None:
+    for a in outcome.attempts:
+        if not a.accepted:
+            ctx.observer.on_level_rejected(cid, a.model, a.level, a.reason or "rejected",
+                                           a.error, a.rejected_facts)
 
 
 def _anchors_for(ctx: PassContext, wv: WorkingView, chunk: list[Entry]) -> tuple[list[int], list[int]]:
     sources = [wv.stored[e.seq] for e in chunk]
-    added, superseded = ctx.tenant.upsert_anchors(wv.conversation_id, extract_anchors(sources))
+    drafts = without_secrets(extract_anchors(sources), sources)
+    added, superseded = ctx.tenant.upsert_anchors(wv.conversation_id, drafts)
     return [a.id for a in added], [a.id for a in superseded]
+
+
+def without_secrets(drafts: Sequence[AnchorDraft],
+                    sources: Sequence[StoredMessage]) -> list[AnchorDraft]:
+    """Anchors travel raw and are stored: only values that survive redaction of their source.
+
+    A pinned message is kept with its secrets redacted (the pin matters more than verbatim text).
+    """
+    redacted = {m.id: build_source_text([m]) for m in sources}  # build_source_text redacts
+    everything = "\n".join(redacted.values())
+    kept: list[AnchorDraft] = []
+    for d in drafts:
+        if d.kind == "pinned":
+            kept.append(replace(d, value=redact(d.value)))
+        elif d.value in redacted.get(d.source_message_id or -1, everything) and redact(d.key) == d.key:
+            kept.append(d)
+    return kept
 
 
 async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "condensed"],
@@ -143,6 +183,7 @@ async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "c
         anchors_text=str(block["content"]) if block else "",
         target_tokens=s.leaf_target_tokens if tier == "leaf" else s.condensed_target_tokens,
         counter=ctx.counter, input_tokens=sum(e.tokens for e in chunk))
+    _report_rejections(ctx, wv.conversation_id, outcome)
     record = ctx.tenant.add_summary(_draft(wv.conversation_id, tier, items, outcome))
     return outcome, record
 

@@ -29,11 +29,13 @@ KEEPALIVE_S = 60.0
 
 
 def default_engine(store: Any, settings: Settings, metrics: Metrics, logger: Any) -> Any:
-    """compaction.engine.Engine with the configured summariser choice."""
+    """compaction.engine.Engine with the configured summariser choice, observed (logs + metrics)."""
     from compaction.engine import Engine
+    from proxy.observer import ProxyObserver
     from proxy.summarizer_choice import SummarizerChooser
 
-    return Engine(store, settings, SummarizerChooser(settings))
+    return Engine(store, settings, SummarizerChooser(settings),
+                  observer=ProxyObserver(metrics, logger))
 
 
 def create_app(settings: Settings, *, engine_factory: EngineFactory | None = None,

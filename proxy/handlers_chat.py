@@ -51,9 +51,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
+    metrics = request.app[appkeys.METRICS]
     upstream = recall_upstream.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
                                         request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
-                                        t.prepared, t.body)
+                                        t.prepared, t.body,
+                                        lambda op: metrics.recall_call(op, "tool_loop"))
     if body.get("stream") is True:
         return await _stream(t, upstream)
     return await _complete(t, upstream)
@@ -97,6 +99,9 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     record.conversation_id = prepared.conversation_id
     record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
     record.compacted = prepared.compacted
+    record.summarizer_wait = prepared.waited_on_summarizer
+    record.forced_truncation = prepared.forced_truncation
+    record.compaction_steps = len(prepared.events)
     app[appkeys.METRICS].observe_prepared(prepared)
     params = turn.upstream
     return Turn(request, started, turn, prepared, params, forward_body(body, prepared, params),
@@ -155,7 +160,8 @@ def _headers(t: Turn, upstream_s: float) -> dict[str, str]:
     return {"X-Ctxproxy-Conversation-Id": t.prepared.conversation_id,
             "X-Ctxproxy-Tokens-Forwarded": str(t.prepared.tokens_forwarded),
             "X-Ctxproxy-Compacted": "true" if t.prepared.compacted else "false",
-            "X-Ctxproxy-Overhead-Ms": f"{overhead_ms:.3f}"}
+            "X-Ctxproxy-Overhead-Ms": f"{overhead_ms:.3f}",
+            "X-Ctxproxy-Summarizer-Wait": "true" if t.prepared.waited_on_summarizer else "false"}
 
 
 async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:

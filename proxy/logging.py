@@ -66,6 +66,9 @@ class RequestRecord:
     tokens_forwarded: int | None = None
     tokens_out: int | None = None
     compacted: bool | None = None
+    summarizer_wait: bool | None = None  # this turn waited on a synchronous summariser call
+    forced_truncation: bool | None = None
+    compaction_steps: int | None = None  # synchronous steps this turn (each also logged)
     upstream_status: int | None = None
     latency_ms: float = 0.0
     overhead_ms: float | None = None

@@ -69,14 +69,17 @@ class Metrics:
                                             buckets=_LATENCY_BUCKETS)
         self.summarizer_errors = _c("ctxproxy_summarizer_errors_total", "Failed summariser calls", reg)
         self.circuit_state = Gauge("ctxproxy_summarizer_circuit_state",
-                                   "Summariser circuit: 0 closed, 1 half-open, 2 open", registry=reg)
+                                   "Worst summariser circuit last reported: 0 closed, 1 half-open, "
+                                   "2 open", registry=reg)
+        self._circuits: dict[str, int] = {}
         self.verification_rejections = _c("ctxproxy_verification_rejections_total",
                                           "Summaries rejected by the fact verifier", reg)
         self.anchors_extracted = _c("ctxproxy_anchors_extracted_total", "Anchors added", reg)
         self.forced_truncations = _c("ctxproxy_forced_truncations_total",
                                      "Requests that needed deterministic truncation", reg)
-        self.recall_calls = _c("ctxproxy_recall_calls_total", "Recall tool calls answered", reg,
-                               ("tool",))
+        self.recall_calls = _c("ctxproxy_recall_calls_total",
+                               "Recall operations answered (via: tool_loop or http)", reg,
+                               ("operation", "via"))
         self.prefix_stable = _c("ctxproxy_prefix_stable_requests_total",
                                 "Forwarded requests extending the previous one (cache-friendly)", reg)
         self.prefix_checked = _c("ctxproxy_prefix_checked_requests_total",
@@ -95,7 +98,11 @@ class Metrics:
         self.overhead.observe(seconds)
 
     def observe_prepared(self, prepared: Any) -> None:
-        """Token, prefix-stability and synchronous-compaction figures of one PreparedRequest."""
+        """Token, prefix-stability and forced-truncation figures of one PreparedRequest.
+
+        Its compaction steps are counted by the engine's observer (proxy/observer.py), like
+        background ones, so they are not counted here again.
+        """
         received, forwarded = prepared.tokens_received, prepared.tokens_forwarded
         self.tokens_received.inc(received)
         self.tokens_forwarded.inc(forwarded)
@@ -106,14 +113,10 @@ class Metrics:
             self.prefix_checked.inc()
             if prepared.prefix_stable:
                 self.prefix_stable.inc()
-        for event in prepared.events:
-            self.observe_compaction(event)
 
     def observe_compaction(self, event: CompactionEvent) -> None:
         """One compaction step (synchronous or background)."""
         self.compactions.labels(tier=event.tier, level=event.level, outcome=event.outcome).inc()
-        if event.verification == "failed":
-            self.verification_rejections.inc()
         if event.anchors_added:
             self.anchors_extracted.inc(len(event.anchors_added))
 
@@ -122,12 +125,19 @@ class Metrics:
         if not ok:
             self.summarizer_errors.inc()
 
-    def set_circuit_state(self, state: str) -> None:
-        """`closed`, `half-open` or `open`."""
-        self.circuit_state.set(CIRCUIT_STATES[state])
+    def observe_level_rejected(self, reason: str) -> None:
+        """An escalation level's output was not committed; the verifier's rejections are counted."""
+        if reason == "unverified":
+            self.verification_rejections.inc()
 
-    def recall_call(self, tool: str) -> None:
-        self.recall_calls.labels(tool=tool).inc()
+    def set_circuit_state(self, state: str, name: str = "") -> None:
+        """`closed`, `half-open`/`half_open` or `open` of summariser `name`; the gauge shows the worst."""
+        self._circuits[name] = CIRCUIT_STATES[state]
+        self.circuit_state.set(max(self._circuits.values()))
+
+    def recall_call(self, operation: str, via: str) -> None:
+        """One search or expand answered, by the tool loop (`tool_loop`) or the HTTP API (`http`)."""
+        self.recall_calls.labels(operation=operation, via=via).inc()
 
     def render(self) -> bytes:
         """Prometheus text exposition of this registry."""

@@ -22,6 +22,7 @@ from proxy.logging import RequestRecord
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+RECALL_ROUTES = {"/v1/context/search": "search", "/v1/context/expand": "expand"}
 
 
 def error_response(error: CtxProxyError) -> web.Response:
@@ -88,6 +89,8 @@ def _emit(request: web.Request, record: RequestRecord) -> None:
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
     app[appkeys.METRICS].observe_request(route, record.status)
+    if route in RECALL_ROUTES and record.status == 200:
+        app[appkeys.METRICS].recall_call(RECALL_ROUTES[route], "http")
     logger: Any = app[appkeys.LOGGER]
     log = logger.debug if record.path in QUIET_PATHS else logger.info
     log("request", **record.fields())

@@ -9,7 +9,7 @@ storage work unchanged: they only ever see what the client sees.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ class StoreRecallTools:
     store: TenantStore
     conversation_id: str
     settings: RecallSettings
+    on_call: Callable[[str], None] | None = None  # metrics: "search" | "expand" per executed call
 
     def schemas(self) -> list[JSON]:
         return list(recall.tool_schemas(self.settings))
@@ -38,6 +39,8 @@ class StoreRecallTools:
         return recall.is_recall_tool(name, self.settings)
 
     async def execute(self, name: str, arguments: str) -> str:
+        if self.on_call is not None:
+            self.on_call("search" if name == self.settings.search_tool_name else "expand")
         return await recall.execute(self.store, self.conversation_id, name, arguments, self.settings)
 
     def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
@@ -59,11 +62,12 @@ def offers_recall(settings: RecallSettings, prepared: PreparedRequest, body: JSO
 
 
 def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantStore,
-             prepared: PreparedRequest, body: JSON) -> Upstream:
+             prepared: PreparedRequest, body: JSON,
+             on_call: Callable[[str], None] | None = None) -> Upstream:
     """The transport for this turn: `upstream` itself, or wrapped by the recall loop."""
     if not offers_recall(settings, prepared, body):
         return upstream
-    tools = StoreRecallTools(store, prepared.conversation_id, settings)
+    tools = StoreRecallTools(store, prepared.conversation_id, settings, on_call)
     return RecallUpstream(upstream, tools, settings.max_rounds)
 
 
