@@ -20,6 +20,7 @@ def step_fields(event: CompactionEvent) -> dict[str, Any]:
     """The `compaction.step` line's fields: the whole provenance record, plus a few derived ones."""
     fields = asdict(event)
     fields["event_id"] = fields.pop("id")
+    fields["compaction_level"] = fields.pop("level")  # `level` is the log level's key
     fields.pop("created_at", None)
     fields["tokens_saved"] = max(0, event.tokens_before - event.tokens_after)
     messages = event.source_message_ids
