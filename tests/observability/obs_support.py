@@ -74,8 +74,8 @@ async def _one(client: openai.AsyncOpenAI, messages: list[dict[str, Any]],
         return dict(raw.headers), raw.parse().choices[0].message.content or ""
     async with client.chat.completions.with_streaming_response.create(
             model=MODEL, messages=messages, stream=True) as resp:  # type: ignore[arg-type]
-        text = "".join([c.choices[0].delta.content or "" async for c in await resp.parse()
-                        if c.choices])
+        chunks: Any = await resp.parse()  # an AsyncStream of chunks (stream=True)
+        text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
         return dict(resp.headers), text
 
 

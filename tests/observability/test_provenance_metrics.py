@@ -84,9 +84,10 @@ def test_every_step_is_in_the_store_and_logged_once(run: Run) -> None:
         assert line["prompt_version"] and line["summarizer_model"] == "local/extractive"
         assert line["summarizer_settings"] == {"model": "local/extractive"}
         if event.outcome == "committed":
-            record = summaries[event.summary_id]  # type: ignore[index]
+            record = summaries[str(event.summary_id)]
             assert (line["depth"], line["generation"]) == (record.depth, record.generation)
-            assert line["verification"] == "passed" and line["compaction_level"] == record.level == "extractive"
+            assert line["verification"] == "passed"
+            assert line["compaction_level"] == record.level == "extractive"
             sources = record.source_message_ids or record.source_summary_ids
             assert tuple(line["source_message_ids"] or line["source_summary_ids"]) == sources
 

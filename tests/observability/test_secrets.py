@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import openai
 
-from compaction.types import SummaryRequest, SummarizerChoice
+from compaction.types import SummarizerChoice, SummaryRequest
 from config.errors import SummarizerError
 from proxy import appkeys
 from proxy.observer import ProxyObserver
