@@ -37,8 +37,6 @@ def search_query(body: Mapping[str, Any]) -> SearchQuery:
             fields[key] = value
     if "pattern" not in fields:
         raise _bad("pattern", "pattern is required")
-    if "\x00" in fields["pattern"]:  # SQLite cuts strings at NUL: FTS5 would fail, not answer
-        raise _bad("pattern", "invalid search pattern: NUL characters are not allowed")
     everywhere = body.get("all_conversations", False)
     if not isinstance(everywhere, bool):
         raise _bad("all_conversations", "all_conversations must be a boolean")

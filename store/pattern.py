@@ -17,6 +17,7 @@ case-insensitive substring and needs at least 3 characters (a trigram limit).
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -196,7 +197,18 @@ def parse_pattern(pattern: str) -> Node:
         raise _fail("pattern is empty")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise _fail(f"pattern longer than {MAX_PATTERN_CHARS} characters")
+    _reject_control_characters(pattern)
     return _Parser(_lex(pattern)).parse()
+
+
+def _reject_control_characters(pattern: str) -> None:
+    """Control characters (NUL above all: SQLite cuts strings there) would make FTS5 fail, not answer.
+
+    Whitespace controls (tab, newline) stay: they only separate terms.
+    """
+    for ch in pattern:
+        if unicodedata.category(ch) == "Cc" and not ch.isspace():
+            raise _fail(f"control character U+{ord(ch):04X} is not allowed")
 
 
 def _leaves(node: Node) -> list[Leaf]:

@@ -158,7 +158,9 @@ def test_limit_and_merged_order(alice: TenantStore, corpus: dict[str, Any]) -> N
 HOSTILE = ['', '   ', '"unbalanced', 'a "b', '(invoice', 'invoice)', '((a) OR b', 'AND', 'OR', 'NOT',
            'NOT NOT', 'invoice AND', 'OR invoice', 'invoice NOT', 'a AND OR b', '*', '^', ':', '-',
            'NEAR(a b)', 'NEAR', 'x' * 10_000, '%', '%%', '%ab%', 'in%voice', '()', '""', '"   "',
-           "'; DROP TABLE messages", '(' * 50 + 'a' + ')' * 50, ' '.join(['w'] * 40)]
+           "'; DROP TABLE messages", '(' * 50 + 'a' + ')' * 50, ' '.join(['w'] * 40),
+           '\x00', 'invoice\x00', '\x00invoice', '%inv\x00oice%', '"pay\x00ment"', 'invoice\x07',
+           '\x1b[31minvoice', 'invoice\x7f', '注文\x00']
 
 
 @pytest.mark.parametrize("pattern", HOSTILE, ids=lambda p: repr(p[:20]))
@@ -198,3 +200,11 @@ def test_delete_conversation_keeps_indexes_consistent(store: Store, alice: Tenan
         alice.conversation(corpus["cid"])
     for table in ("summary_sources", "anchors", "views", "compaction_events", "forwarded", "tool_rounds"):
         assert store.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
+
+
+def test_whitespace_controls_still_separate_terms(alice: TenantStore, corpus: dict[str, Any]) -> None:
+    """Tab and newline are whitespace, not refused control characters."""
+    expected = alice.search(_q(corpus, "invoice overdue"))
+    assert expected
+    assert alice.search(_q(corpus, "invoice\toverdue")) == expected
+    assert alice.search(_q(corpus, "invoice\noverdue")) == expected
