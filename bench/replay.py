@@ -23,10 +23,16 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import structlog  # noqa: E402
 
 from bench.baselines import Strategy  # noqa: E402
-from bench.checks import CachedCounter, check_facts, check_request, invented_facts  # noqa: E402
+from bench.checks import (  # noqa: E402
+    CachedCounter,
+    RequestCheck,
+    check_facts,
+    check_request,
+    invented_facts,
+)
 from bench.fake_summarizers import CountingSummarizer  # noqa: E402
 from bench.generator import GeneratedConversation  # noqa: E402
-from bench.report import ConversationReport, RequestCheck, TurnStats  # noqa: E402
+from bench.report import ConversationReport, TurnStats  # noqa: E402
 from compaction import llm, recall  # noqa: E402
 from compaction.budget import Budget  # noqa: E402
 from compaction.engine import Engine  # noqa: E402
@@ -135,6 +141,10 @@ def quiet_logs() -> None:
     """Engine logs go to stderr, errors only: replay output (tables, --json) stays clean."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR),
                         logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    # litellm's trim_messages logs a traceback each time it fails on a content-less tool_calls
+    # message (and then returns the history untrimmed); the checks measure that, the log is noise.
+    for name in ("LiteLLM", "litellm"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def summarizer_named(name: str, settings: Settings) -> Summarizer:
