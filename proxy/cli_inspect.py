@@ -8,23 +8,18 @@ only hashed in memory. Reads go through `TenantStore`, so another tenant's conve
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 
-from config.errors import ConfigError, CtxProxyError
-from config.loader import load_settings
-from config.settings import StoreSettings
+from config.errors import CtxProxyError
 from proxy import inspect_text, inspect_view
+from proxy.cli_common import API_KEY_ENV, PIPE_WIDTH, store_settings, tenant_of
 
-API_KEY_ENV = "CTXPROXY_API_KEY"
-PIPE_WIDTH = 160
 HELP = "show a tenant's conversations, or one conversation's view, summaries, anchors and budget"
 
 
@@ -44,26 +39,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("conversation_id", nargs="?", metavar="CONVERSATION_ID")
     parser.add_argument("--json", action="store_true", help="machine-readable JSON (stable keys)")
     parser.set_defaults(func=run)
-
-
-def store_settings(args: argparse.Namespace, env: Mapping[str, str]) -> StoreSettings:
-    """The config's store section, with --db replacing the path; the file must already exist."""
-    settings = load_settings(args.config, env).store
-    if args.db:
-        settings = dataclasses.replace(settings, path=args.db)
-    if not Path(settings.path).is_file():
-        raise ConfigError(f"store.path: no store at {settings.path} (pass --db or --config)")
-    return settings
-
-
-def tenant_of(store: Any, args: argparse.Namespace, env: Mapping[str, str]) -> str:
-    """--tenant as given, else the tenant hash of --api-key or $CTXPROXY_API_KEY."""
-    if args.tenant:
-        return str(args.tenant)
-    key = args.api_key or env.get(API_KEY_ENV)
-    if not key:
-        raise ConfigError(f"inspect: pass --api-key KEY or --tenant ID (or set {API_KEY_ENV})")
-    return str(store.tenant_id_for_key(key))
 
 
 def collect(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, Any]:

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from config.errors import ConfigError, CtxProxyError
-from proxy.cli_inspect import API_KEY_ENV, PIPE_WIDTH, store_settings
+from config.errors import CtxProxyError
+from proxy.cli_common import API_KEY_ENV, PIPE_WIDTH, store_settings, tenant_of
 from proxy.recall_api import as_list, hit_json, item_json, run_search, search_query
 from store.models import ExpandedItem, SearchHit
 
@@ -65,15 +65,6 @@ def _common(parser: argparse.ArgumentParser, func: Any) -> None:
     parser.set_defaults(func=func)
 
 
-def _tenant(store: Any, args: argparse.Namespace, env: Mapping[str, str]) -> str:
-    if args.tenant:
-        return str(args.tenant)
-    key = args.api_key or env.get(API_KEY_ENV)
-    if not key:
-        raise ConfigError(f"pass --api-key KEY or --tenant ID (or set {API_KEY_ENV})")
-    return str(store.tenant_id_for_key(key))
-
-
 def _query(args: argparse.Namespace) -> dict[str, Any]:
     """The request body the HTTP API would get for these options."""
     body = {k: getattr(args, k) for k in ("pattern", "scope", "role", "last", "since", "before",
@@ -90,7 +81,7 @@ def _run(name: str, args: argparse.Namespace, env: Mapping[str, str] | None, out
     try:
         store = Store.open(store_settings(args, env))
         try:
-            tenant = store.for_tenant(_tenant(store, args, env))
+            tenant = store.for_tenant(tenant_of(store, args, env))
             if name == "search":
                 results: list[Any] = run_search(tenant, search_query(_query(args)))
             else:

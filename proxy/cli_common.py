@@ -1,0 +1,39 @@
+"""What the store-reading CLIs (`inspect`, `search`, `expand`) share: store path and tenant resolution.
+
+Each command prefixes its own name to error messages, so the messages here name no command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from config.errors import ConfigError
+from config.loader import load_settings
+from config.settings import StoreSettings
+
+API_KEY_ENV = "CTXPROXY_API_KEY"
+PIPE_WIDTH = 160  # rich text width when not writing to a terminal
+
+
+def store_settings(args: argparse.Namespace, env: Mapping[str, str]) -> StoreSettings:
+    """The config's store section, with --db replacing the path; the file must already exist."""
+    settings = load_settings(args.config, env).store
+    if args.db:
+        settings = dataclasses.replace(settings, path=args.db)
+    if not Path(settings.path).is_file():
+        raise ConfigError(f"store.path: no store at {settings.path} (pass --db or --config)")
+    return settings
+
+
+def tenant_of(store: Any, args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """--tenant as given, else the tenant hash of --api-key or $CTXPROXY_API_KEY (hashed in memory only)."""
+    if args.tenant:
+        return str(args.tenant)
+    key = args.api_key or env.get(API_KEY_ENV)
+    if not key:
+        raise ConfigError(f"pass --api-key KEY or --tenant ID (or set {API_KEY_ENV})")
+    return str(store.tenant_id_for_key(key))

@@ -1,0 +1,50 @@
+"""The tenant resolution `inspect`, `search` and `expand` share (proxy/cli_common.py)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.settings import StoreSettings
+from proxy.cli import main
+from proxy.cli_common import API_KEY_ENV, tenant_of
+from store.store import Store
+
+MISSING = f"pass --api-key KEY or --tenant ID (or set {API_KEY_ENV})"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(StoreSettings(path=str(tmp_path / "s.db"), tenant_secret="k" * 32))
+    yield s
+    s.close()
+
+
+def _args(tenant: str | None = None, api_key: str | None = None) -> argparse.Namespace:
+    return argparse.Namespace(tenant=tenant, api_key=api_key)
+
+
+def test_tenant_flag_key_flag_then_env(store: Store) -> None:
+    assert tenant_of(store, _args(tenant="anonymous", api_key="sk-a"), {}) == "anonymous"
+    assert tenant_of(store, _args(api_key="sk-a"), {API_KEY_ENV: "sk-b"}) == store.tenant_id_for_key("sk-a")
+    assert tenant_of(store, _args(), {API_KEY_ENV: "sk-b"}) == store.tenant_id_for_key("sk-b")
+    assert store.tenant_id_for_key("sk-a") != store.tenant_id_for_key("sk-b")
+
+
+def test_missing_tenant_message_names_no_command(store: Store) -> None:
+    with pytest.raises(ConfigError) as err:
+        tenant_of(store, _args(), {})
+    assert err.value.message == MISSING
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["search", "kayak"], ["expand", "1"]])
+def test_each_cli_prefixes_its_own_name_once(store: Store, tmp_path: Path, command: list[str],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    code = main([*command, "--db", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"ctxproxy {command[0]}: {MISSING}")
