@@ -25,6 +25,7 @@ MAX_LIMIT = 100
 _LAST = re.compile(r"^\s*(\d{1,4})\s*([hdwm])\s*$")
 _UNIT_SECONDS = {"h": 3_600, "d": 86_400, "w": 7 * 86_400, "m": 30 * 86_400}
 _SNIPPET_TOKENS = {"words": 16, "trigram": 48}  # trigram tokens are characters, not words
+CANDIDATES = 1_000  # per scope: only the most recent matches passing the filters are ranked
 
 
 @dataclass(frozen=True)
@@ -99,55 +100,91 @@ def _hex_token(prefix: str, value: str) -> str:
     return prefix + value.encode().hex().upper()
 
 
+def _scope_tokens(f: _Filters, tenant_id: str, with_role: bool) -> str:
+    """The unicode61 index's scope tokens for this search: conversation (else tenant), and role."""
+    scope = [_hex_token("c", f.conversation_id) if f.conversation_id else _hex_token("t", tenant_id)]
+    if with_role and f.role:
+        scope.append(_hex_token("r", f.role))
+    return " AND ".join(f'scope : "{token}"' for token in scope)
+
+
 def _scoped_match(f: _Filters, tenant_id: str, column: str, with_role: bool) -> str:
     """Restrict the user expression to the text column and AND the scope tokens (words mode only)."""
     if f.mode != "words":
         return f.match
-    scope = [_hex_token("c", f.conversation_id) if f.conversation_id else _hex_token("t", tenant_id)]
-    if with_role and f.role:
-        scope.append(_hex_token("r", f.role))
-    return f"{column} : ({f.match}) AND " + " AND ".join(f'scope : "{token}"' for token in scope)
+    return f"{column} : ({f.match}) AND {_scope_tokens(f, tenant_id, with_role)}"
+
+
+def _rank_match(f: _Filters, column: str) -> str:
+    """The expression bm25 scores: the user's alone, so IDF is never computed over a scope token.
+
+    The scope tokens sit in a column weighted 0, so dropping them leaves every score unchanged.
+    """
+    return f"{column} : ({f.match})" if f.mode == "words" else f.match
+
+
+def _candidates_sql(f: _Filters, table: str, content: str, key: str, where: str) -> str:
+    """Rowids of the CANDIDATES most recent matches passing every filter, newest first.
+
+    FTS5 walks the doclist in descending rowid order and stops at the limit (no sort). Words mode
+    carries the scope in the match; a conversation-scoped trigram search keeps only rowids of the
+    conversation's (and role's) scope doclist in the unicode61 index. Only what those cannot decide
+    (time bounds; the tenant of a tenant-wide trigram search) joins the content table, row by row.
+    """
+    scope = ""
+    if f.mode == "trigram" and f.conversation_id:
+        words = table.replace("_tri", "_fts")
+        scope = f" AND +{table}.rowid IN (SELECT rowid FROM {words} WHERE {words} MATCH :scope)"
+    if f.since is None and f.before is None and (f.mode == "words" or f.conversation_id):
+        return (f"SELECT rowid AS rid FROM {table} WHERE {table} MATCH :scoped{scope} "
+                f"ORDER BY rowid DESC LIMIT :n")
+    return (f"SELECT {table}.rowid AS rid FROM {table} CROSS JOIN {content} ON {key} = {table}.rowid "
+            f"WHERE {table} MATCH :scoped{scope} AND {where} ORDER BY {table}.rowid DESC LIMIT :n")
 
 
 def _ranked_sql(f: _Filters, table: str, rank: str, content: str, key: str, columns: str, where: str) -> str:
-    """Top hits by bm25, the FTS match driving the loop (CROSS JOIN: never a scan of the content table).
+    """Top hits by bm25 among the candidates; only those `limit` rows are joined to the content table.
 
-    In words mode without time bounds the scope tokens already restrict the match to the tenant /
-    conversation / role, so ranking runs inside FTS5 alone and only the top rows are joined (the
-    join still checks the tenant). Otherwise every match is joined and filtered before ranking.
+    The ranking pass re-runs the match inside the candidates' rowid range and keeps the candidates
+    (`+rowid`: a plain `rowid IN` would make FTS5 re-run the match once per listed rowid).
     """
     snippet = f"snippet({table}, 0, '[', ']', '…', {_SNIPPET_TOKENS[f.mode]})"
-    if f.mode == "words" and f.since is None and f.before is None:
-        return (f"SELECT {columns}, hit.rank AS rank, hit.snippet AS snippet FROM (SELECT rowid AS rid, "
-                f"{rank} AS rank, {snippet} AS snippet FROM {table} WHERE {table} MATCH :match "
-                f"ORDER BY rank LIMIT :limit) AS hit CROSS JOIN {content} ON {key} = hit.rid "
-                f"WHERE {where} ORDER BY hit.rank")
-    return (f"SELECT {columns}, {rank} AS rank, {snippet} AS snippet FROM {table} CROSS JOIN {content} "
-            f"ON {key} = {table}.rowid WHERE {table} MATCH :match AND {where} ORDER BY rank LIMIT :limit")
+    return (f"WITH cand AS MATERIALIZED ({_candidates_sql(f, table, content, key, where)}) "
+            f"SELECT {columns}, hit.rank AS rank, hit.snippet AS snippet FROM (SELECT rowid AS rid, "
+            f"{rank} AS rank, {snippet} AS snippet FROM {table} WHERE {table} MATCH :match "
+            f"AND rowid >= (SELECT min(rid) FROM cand) AND rowid <= (SELECT max(rid) FROM cand) "
+            f"AND +rowid IN cand ORDER BY rank LIMIT :limit) AS hit "
+            f"CROSS JOIN {content} ON {key} = hit.rid WHERE {where} ORDER BY hit.rank")
+
+
+def _params(f: _Filters, tenant_id: str, column: str, with_role: bool,
+            params: dict[str, Any]) -> dict[str, Any]:
+    """Bind both expressions and the candidate bound (read at call time so tests can lower it)."""
+    return {**params, "scoped": _scoped_match(f, tenant_id, column, with_role),
+            "scope": _scope_tokens(f, tenant_id, with_role), "match": _rank_match(f, column),
+            "n": CANDIDATES}
 
 
 def _message_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
     table = "messages_fts" if f.mode == "words" else "messages_tri"
     where, params = _where(f, "m", with_role=True)
-    params["match"] = _scoped_match(f, tenant_id, "text", with_role=True)
     rank = f"bm25({table}, 1.0, 0.0)" if f.mode == "words" else f"bm25({table})"
     sql = _ranked_sql(f, table, rank, "messages m", "m.id", "m.id, m.conversation_id, m.role, m.created_at",
                       where)
     return [SearchHit(kind="message", id=str(r["id"]), conversation_id=r["conversation_id"],
                       rank=r["rank"], snippet=r["snippet"], role=r["role"], created_at=r["created_at"])
-            for r in run(sql, params)]
+            for r in run(sql, _params(f, tenant_id, "text", True, params))]
 
 
 def _summary_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
     table = "summaries_fts" if f.mode == "words" else "summaries_tri"
     where, params = _where(f, "s", with_role=False)
-    params["match"] = _scoped_match(f, tenant_id, "content", with_role=False)
     rank = f"bm25({table}, 1.0, 0.0)" if f.mode == "words" else f"bm25({table})"
     sql = _ranked_sql(f, table, rank, "summaries s", "s.num",
                       "s.id, s.conversation_id, s.depth, s.created_at", where)
     return [SearchHit(kind="summary", id=r["id"], conversation_id=r["conversation_id"], rank=r["rank"],
                       snippet=r["snippet"], depth=r["depth"], created_at=r["created_at"])
-            for r in run(sql, params)]
+            for r in run(sql, _params(f, tenant_id, "content", False, params))]
 
 
 def validate(q: SearchQuery) -> None:
