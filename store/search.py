@@ -1,9 +1,16 @@
 """Full-text search over a tenant's messages and summaries (seed 000 `short_grep`).
 
 The pattern is compiled by store/pattern.py (never passed raw to MATCH). Word patterns use the
-unicode61 indexes (`*_fts`), substring/CJK patterns the trigram ones (`*_tri`). Each scope is one
-query joining the FTS table to its content table with the tenant filter; hits of both scopes are
-merged by bm25 rank (more negative = better) and cut to `limit`.
+unicode61 indexes (`*_fts`), substring/CJK patterns the trigram ones (`*_tri`).
+
+Ranking is bounded: each scope (messages, summaries) ranks by BM25 only the CANDIDATES (1,000) most
+recent matches that pass every filter (tenant, conversation, role, time), "most recent" meaning last
+stored (highest rowid). With fewer matches than that, results are exactly the full BM25 ranking; with
+more, older matches are not considered, so ranking work is bounded however common the term (finding
+the candidates still walks matches newest first until N pass the filters). Scores are the BM25
+values a full ranking gives (IDF over the whole index). Each scope is one query: candidates (read
+newest first, stopping at N), ranked, and only the top `limit` rows joined to the content table
+(tenant checked again); hits of both scopes are merged by rank (more negative = better), cut to `limit`.
 Time filters compare unix `created_at`: `since` inclusive, `before` exclusive; `last` = now - window,
 with units h (hours), d (days), w (weeks), m (months of 30 days).
 """
@@ -195,6 +202,7 @@ def validate(q: SearchQuery) -> None:
 def search(run: Runner, tenant_id: str, q: SearchQuery, now: float | None = None) -> list[SearchHit]:
     """Hits of the tenant (conversation-scoped unless all_conversations), best rank first.
 
+    Ranks the CANDIDATES most recent filtered matches of each scope by BM25 (see the module doc).
     With a role filter, scope `both` searches messages only (summaries have no role).
     """
     f = _filters(q, time.time() if now is None else now)

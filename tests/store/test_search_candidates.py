@@ -1,0 +1,107 @@
+"""Bounded ranking: bm25 orders only the CANDIDATES most recent matches that pass every filter.
+
+Expected results are computed independently, straight from the FTS5 tables: every match's bm25,
+the filters applied in Python, the most recent N kept, then sorted by rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from store_helpers import TokenCounter, set_created_at
+
+import store.search as search_mod
+from store.models import SearchQuery, SummaryDraft
+from store.store import Store, TenantStore
+
+N = 6  # the lowered candidate bound these tests run with (the real one is 1,000)
+
+
+def _texts(count: int) -> list[dict[str, Any]]:
+    """Oldest three messages rank best (three hits, short); newer ones are single, longer hits."""
+    msgs: list[dict[str, Any]] = []
+    for i in range(count):
+        text = ("invoice invoice invoice" + " overdue" * (i + 1) if i < 3
+                else f"note {i}: the invoice went out " + " ".join(f"w{j}" for j in range(i % 7 + 2)))
+        msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": text})
+    return msgs
+
+
+@pytest.fixture
+def convo(alice: TenantStore, counter: TokenCounter) -> dict[str, Any]:
+    result = alice.ingest(_texts(20), model="m", external_id=None, count_tokens=counter)
+    return {"cid": result.conversation.id, "ids": [m.id for m in result.messages]}
+
+
+def _expected(store: Store, pattern_sql: str, words: bool, allowed: set[int], n: int, limit: int
+              ) -> list[tuple[str, float]]:
+    """(id, rank) of the best `limit` among the `n` most recent allowed matches, computed directly."""
+    table, rank = ("messages_fts", "bm25(messages_fts, 1.0, 0.0)") if words else ("messages_tri",
+                                                                                  "bm25(messages_tri)")
+    rows = store.conn.execute(f"SELECT rowid, {rank} FROM {table} WHERE {table} MATCH ?",
+                              (pattern_sql,)).fetchall()
+    recent = sorted((r for r in rows if r[0] in allowed), key=lambda r: -r[0])[:n]
+    return [(str(rowid), score) for rowid, score in sorted(recent, key=lambda r: (r[1], str(r[0])))][:limit]
+
+
+def _got(hits: list[Any]) -> list[tuple[str, float]]:
+    return [(h.id, h.rank) for h in hits]
+
+
+@pytest.mark.parametrize(("pattern", "fts_match", "words"), [
+    ("invoice", 'text : ("invoice")', True),
+    ("%nvoic%", '"nvoic"', False),
+])
+def test_more_matches_than_candidates_ranks_the_most_recent(
+        store: Store, alice: TenantStore, convo: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+        pattern: str, fts_match: str, words: bool) -> None:
+    ids = convo["ids"]
+    full = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="message", limit=3))
+    assert [h.id for h in full] == [str(i) for i in ids[:3]]  # under the bound: the old best ones win
+    assert _got(full) == _expected(store, fts_match, words, set(ids), 1_000, 3)
+
+    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    hits = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="message", limit=3))
+    assert _got(hits) == _expected(store, fts_match, words, set(ids), N, 3)  # same bm25 values
+    assert {h.id for h in hits} <= {str(i) for i in ids[-N:]}
+    assert len(hits) == 3
+
+
+@pytest.mark.parametrize("pattern", ["invoice", "%nvoic%"])
+def test_filters_apply_before_the_cut(store: Store, alice: TenantStore, convo: dict[str, Any],
+                                      monkeypatch: pytest.MonkeyPatch, pattern: str) -> None:
+    """Role and time filters pick the N candidates; they never thin out an already cut list."""
+    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    ids = convo["ids"]
+    users = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], role="user", limit=N))
+    assert {h.id for h in users} == {str(i) for i in ids[0::2][-N:]}
+    old = ids[:10]
+    set_created_at(store, "messages", old, 1_000_000.0)  # the ten oldest move to 1970
+    before = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], before="1971-01-01",
+                                      scope="message", limit=N))
+    assert {h.id for h in before} == {str(i) for i in old[-N:]}
+
+
+@pytest.mark.parametrize("pattern", ["invoice", "%nvoic%"])
+def test_tenant_wide_cut_counts_only_the_tenants_matches(
+        alice: TenantStore, bob: TenantStore, convo: dict[str, Any], counter: TokenCounter,
+        monkeypatch: pytest.MonkeyPatch, pattern: str) -> None:
+    bob.ingest(_texts(20), model="m", external_id=None, count_tokens=counter)  # newer, other tenant
+    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    hits = alice.search(SearchQuery(pattern, all_conversations=True, scope="message", limit=N))
+    assert {h.id for h in hits} == {str(i) for i in convo["ids"][-N:]}
+    assert [h.rank for h in hits] == sorted(h.rank for h in hits)
+
+
+def test_summaries_are_cut_the_same_way(alice: TenantStore, convo: dict[str, Any],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = convo["ids"]
+    made = [alice.add_summary(SummaryDraft(convo["cid"], "leaf", 0, "normal",
+                                           "invoice invoice invoice" if i == 0 else f"an invoice, part {i}",
+                                           5, i, i, (ids[i],))).id for i in range(N + 2)]
+    best = alice.search(SearchQuery("invoice", conversation_id=convo["cid"], scope="summary", limit=1))
+    assert [h.id for h in best] == [made[0]]  # under the bound: the oldest, best one
+    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    cut = alice.search(SearchQuery("invoice", conversation_id=convo["cid"], scope="summary", limit=N + 2))
+    assert {h.id for h in cut} == set(made[-N:])
