@@ -15,8 +15,6 @@ import json
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +24,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import aiohttp  # noqa: E402
 from aiohttp.test_utils import TestServer  # noqa: E402
 
+from bench.common import history, pct, poster, timed  # noqa: E402
+
 TARGETS_MS = {"small": 3.0, "100k history": 25.0}
-WORDS = ("alpha beta gamma delta order invoice deploy kernel socket parser budget anchor summary "  # noqa: SIM905
-         "ticket 4411 Lisboa Porto latency window compaction provider stream cache tenant").split()
 
 
 @dataclass(frozen=True)
@@ -44,54 +42,6 @@ class Row:
         verdict = "" if target is None else (" ok" if p50 - d50 < target else " OVER") + f" (<{target:g})"
         return (f"{self.name:<16}{d50:>9.2f}{d99:>9.2f}{p50:>9.2f}{p99:>9.2f}"
                 f"{p50 - d50:>10.2f}{p50 / d50 if d50 else 0:>8.2f}x{verdict}")
-
-
-def pct(values: list[float], q: int) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
-
-
-def history(target_tokens: int) -> list[dict[str, Any]]:
-    """A deterministic conversation of about `target_tokens` tokens (counted with the real tokenizer)."""
-    from compaction.tokens import TokenCounter
-
-    counter = TokenCounter.for_model("gpt-4o-mini")
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a build assistant."}]
-    total, i = 0, 0
-    while total < target_tokens:
-        text = " ".join(WORDS[(i * 7 + k) % len(WORDS)] + str(k % 13) for k in range(150))
-        message = {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: {text}"}
-        messages.append(message)
-        total += counter.count_message(message)
-        i += 1
-    if messages[-1]["role"] != "user":
-        messages.append({"role": "user", "content": "continue"})
-    return messages
-
-
-async def timed(n: int, call: Callable[[], Awaitable[None]]) -> list[float]:
-    out = []
-    for _ in range(n):
-        began = time.perf_counter()
-        await call()
-        out.append((time.perf_counter() - began) * 1000)
-    return out
-
-
-def poster(http: aiohttp.ClientSession, url: str, body: bytes, ttfb: bool = False
-           ) -> Callable[[], Awaitable[None]]:
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-0123456789abcdef"}
-
-    async def call() -> None:
-        async with http.post(url, data=body, headers=headers) as resp:
-            if resp.status != 200:
-                raise RuntimeError(f"{url}: {resp.status} {await resp.text()}")
-            if ttfb:
-                await resp.content.readany()
-                return  # leaving the block closes the connection; the rest is not timed
-            await resp.read()
-
-    return call
 
 
 async def scenario(http: aiohttp.ClientSession, name: str, direct_url: str, proxy_url: str,

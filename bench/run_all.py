@@ -1,0 +1,139 @@
+"""`make bench`: every benchmark in one run, their tables, a summary of ratios, JSON and docs.
+
+Runs proxy overhead (direct vs ctxproxy vs LiteLLM proxy), per-request CPU vs history size, memory
+over 10k requests and search over 100k messages; writes bench/out/bench.json, the CPU chart under
+docs/img/ and the bench section of docs/results.md (between the bench markers; the eval section
+is left alone).
+
+    python -m bench.run_all [--quick] [--no-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import cpu_scaling, memory, search_bench, throughput
+from bench.common import REPO, fmt_ratio
+
+OUT = REPO / "bench" / "out" / "bench.json"
+DOC = REPO / "docs" / "results.md"
+CHART = REPO / "docs" / "img" / "bench_cpu_scaling.png"
+
+
+def plans(quick: bool) -> dict[str, Any]:
+    """Iteration counts: the full run, or a quick one (minutes -> seconds) for trying things out."""
+    if not quick:
+        return {"throughput": throughput.Counts(), "cpu": cpu_scaling.Plan(), "memory": memory.Plan(),
+                "search": (100_000, 300)}
+    return {"throughput": throughput.Counts(n=50, n32=200, ttfb=30, warmup=5),
+            "cpu": cpu_scaling.Plan(sizes=(1_000, 10_000, 50_000), min_requests=3, max_requests=6,
+                                    min_cpu_s=0.05, warmup=2),
+            "memory": memory.Plan(requests=600, warmup=100, conversations=100, sample_every=200),
+            "search": (5_000, 50)}
+
+
+def timed_step(name: str, step: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
+               seconds: dict[str, float]) -> dict[str, Any]:
+    """Run one benchmark, print its table, record its wall time."""
+    print(f"\n== {name} ==", flush=True)
+    began = time.perf_counter()
+    result = step()
+    seconds[name] = round(time.perf_counter() - began, 1)
+    print(render(result), flush=True)
+    print(f"({name}: {seconds[name]} s)", flush=True)
+    return result
+
+
+def run(quick: bool = False, with_litellm: bool = True, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """All benchmarks in turn; the combined result (also what bench.json holds)."""
+    p, seconds = plan or plans(quick), dict[str, float]()
+    began = time.perf_counter()
+    results = {
+        "throughput": timed_step("proxy overhead", lambda: asyncio.run(
+            throughput.run(p["throughput"], with_litellm)), throughput.table, seconds),
+        "cpu": timed_step("cpu vs history size", lambda: asyncio.run(cpu_scaling.run(p["cpu"])),
+                          cpu_scaling.table, seconds),
+        "memory": timed_step("memory", lambda: asyncio.run(memory.run(p["memory"])), memory.table, seconds),
+        "search": timed_step("search", lambda: search_bench.run(*p["search"]), search_bench.report, seconds),
+    }
+    meta = {"quick": quick, "seconds": seconds, "total_s": round(time.perf_counter() - began, 1),
+            "python": platform.python_version(), "cpus": _cpus(), "machine": platform.machine()}
+    return {**results, "meta": meta, "summary": summary(results)}
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+
+
+def summary(r: dict[str, Any]) -> dict[str, Any]:
+    """The headline ratios (what the product owner reads first)."""
+    t, mem, s = r["throughput"], r["memory"], r["search"]
+    direct, ctx = t["targets"]["direct"], t["targets"]["ctxproxy"]
+    out: dict[str, Any] = {
+        "ctxproxy_added_p50_ms": t["added"]["ctxproxy"]["p50_ms"],
+        "ctxproxy_vs_litellm_added_p50": t["ctxproxy_vs_litellm_added_p50"],
+        "ctxproxy_rps_c32_vs_direct": ctx["rps_c32"] / direct["rps_c32"] if direct["rps_c32"] else None,
+        "memory_growth_mb_per_1k": mem["growth_mb_per_1k"], "search_p99_ms": s["p99_ms"]}
+    if t["targets"].get("litellm"):
+        out["litellm_added_p50_ms"] = t["added"]["litellm"]["p50_ms"]
+        llp = t["targets"]["litellm"]
+        out["ctxproxy_vs_litellm_rps_c32"] = ctx["rps_c32"] / llp["rps_c32"] if llp["rps_c32"] else None
+    for name, points in r["cpu"]["series"].items():
+        out[f"cpu_{name}_largest_vs_smallest_per_1k"] = points[-1]["ratio_to_first"]
+        out[f"cpu_{name}_fit"] = r["cpu"]["fit"][name]
+    return out
+
+
+def summary_lines(r: dict[str, Any]) -> list[str]:
+    s, t = r["summary"], r["throughput"]
+    lines = [f"ctxproxy added p50: {s['ctxproxy_added_p50_ms']:.2f} ms; "
+             f"rps at c32 {fmt_ratio(s['ctxproxy_rps_c32_vs_direct'])} of direct"]
+    if t["litellm_skipped"]:
+        lines.append("litellm proxy: skipped (run make bench-deps)")
+    else:
+        verdict = "ok" if (s["ctxproxy_vs_litellm_added_p50"] or 0) <= throughput.TARGET_RATIO else "OVER"
+        lines.append(f"ctxproxy vs LiteLLM proxy: added p50 {fmt_ratio(s['ctxproxy_vs_litellm_added_p50'])} "
+                     f"(target <= {throughput.TARGET_RATIO:g}x: {verdict}), rps at c32 "
+                     f"{fmt_ratio(s['ctxproxy_vs_litellm_rps_c32'])}")
+    for name, f in r["cpu"]["fit"].items():
+        lines.append(f"cpu [{name}]: {f['fixed_ms']:.2f} ms + {f['us_per_1k_tokens']:.1f} µs per 1k history "
+                     f"tokens; µs/1k at the largest size = "
+                     f"{fmt_ratio(s[f'cpu_{name}_largest_vs_smallest_per_1k'])} of the smallest")
+    lines.append(f"memory: {s['memory_growth_mb_per_1k']:+.2f} MiB per 1k requests; "
+                 f"search p99 {s['search_p99_ms']:.2f} ms")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small iteration counts (seconds)")
+    parser.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
+    parser.add_argument("--no-docs", action="store_true", help="do not touch docs/ (JSON only)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    result = run(args.quick, not args.no_litellm)
+    print("\n== summary ==\n" + "\n".join(summary_lines(result)))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    if not args.no_docs:
+        from bench.bench_doc import update
+
+        update(DOC, CHART, result)
+        print(f"wrote {args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out}, "
+              f"{DOC.relative_to(REPO)}, {CHART.relative_to(REPO)}")
+    print(f"total: {result['meta']['total_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Smoke test of `make bench`: every benchmark runs end to end with tiny counts (real subprocesses on
+loopback), prints its tables, and the results doc keeps the eval section. Nothing here is timed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import bench_doc, cpu_scaling, memory, run_all, throughput
+from bench.common import cpu_seconds, history, pct, rss_mb
+
+TINY: dict[str, Any] = {
+    "throughput": throughput.Counts(n=5, n32=12, ttfb=3, warmup=1),
+    "cpu": cpu_scaling.Plan(sizes=(600, 3_000), min_requests=2, max_requests=2, min_cpu_s=0.0, warmup=1,
+                            settle_s=0.0),
+    "memory": memory.Plan(requests=40, warmup=8, conversations=10, concurrency=4, sample_every=10,
+                          max_s=120),
+    "search": (400, 6, 2),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_run() -> dict[str, Any]:
+    return run_all.run(with_litellm=False, plan=TINY)
+
+
+def test_every_table_is_printed(tiny_run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    for render, key in ((throughput.table, "throughput"), (cpu_scaling.table, "cpu"),
+                        (memory.table, "memory")):
+        print(render(tiny_run[key]))
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert any(line.startswith("direct") for line in lines)
+    assert any(line.startswith("ctxproxy") for line in lines)
+    assert "litellm proxy: skipped (run make bench-deps)" in out
+    assert "added by ctxproxy: p50" in out
+    assert "[passthrough]" in out and "[compacting-32k]" in out
+    assert sum(line.split()[0] in ("600", "3000") for line in lines if line.strip()) == 4
+    assert out.count("linear fit: cpu ms/req =") == 2
+    assert "MiB per 1k requests" in out and "rss every 10 requests (MiB):" in out
+
+
+def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
+    t = tiny_run["throughput"]
+    assert t["litellm_skipped"] and t["ctxproxy_vs_litellm_added_p50"] is None
+    assert t["targets"]["direct"]["rps_c32"] > 0 and t["targets"]["ctxproxy"]["rps_c1"] > 0
+    for points in tiny_run["cpu"]["series"].values():
+        assert [p["tokens"] for p in points] == [600, 3_000]
+        assert points[0]["ratio_to_first"] == 1.0 and all(p["requests"] == 2 for p in points)
+    assert [s["requests"] for s in tiny_run["memory"]["samples"]] == [10, 20, 30, 40]
+    assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
+    assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "cpu vs history size", "memory", "search"}
+    lines = run_all.summary_lines(tiny_run)
+    assert lines[1] == "litellm proxy: skipped (run make bench-deps)"
+    assert sum(line.startswith("cpu [") for line in lines) == 2
+    json.dumps(tiny_run)  # bench.json must be serialisable
+
+
+def test_results_doc_replaces_only_the_bench_section(tiny_run: dict[str, Any], tmp_path: Path) -> None:
+    doc = tmp_path / "results.md"
+    eval_block = "<!-- eval:begin x -->\n## Evaluation\nkept\n<!-- eval:end -->"
+    doc.write_text(f"# ctxproxy results\n\n{eval_block}\n")
+    chart = tmp_path / "img" / "bench_cpu_scaling.png"
+    bench_doc.update(doc, chart, tiny_run)
+    bench_doc.update(doc, chart, tiny_run)  # idempotent: one bench section, eval untouched
+    text = doc.read_text()
+    assert text.count(bench_doc.BEGIN) == 1 and text.count(bench_doc.END) == 1
+    assert eval_block in text
+    assert "](img/bench_cpu_scaling.png)" in text and "skipped (run `make bench-deps`)" in text
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_helpers() -> None:
+    assert pct([3.0, 1.0, 2.0], 50) == 2.0 and pct([], 99) == 0.0
+    msgs = history(2_000, "x")
+    assert msgs[0]["role"] == "system" and msgs[-1]["role"] == "user"
+    msgs.append({"role": "user", "content": "mutating the copy"})
+    assert history(2_000, "x")[-1]["content"] != "mutating the copy"
+    import os
+
+    assert cpu_seconds(os.getpid()) > 0 and rss_mb(os.getpid()) > 10
+    fit_a, fit_b = cpu_scaling.fit([{"tokens": 1000, "cpu_ms": 3.0}, {"tokens": 11000, "cpu_ms": 5.0}])
+    assert fit_a == pytest.approx(2.8) and fit_b == pytest.approx(200.0)
