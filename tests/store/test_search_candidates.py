@@ -94,14 +94,15 @@ def test_tenant_wide_cut_counts_only_the_tenants_matches(
     assert [h.rank for h in hits] == sorted(h.rank for h in hits)
 
 
+@pytest.mark.parametrize("pattern", ["invoice", "%nvoic%"])
 def test_summaries_are_cut_the_same_way(alice: TenantStore, convo: dict[str, Any],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                        monkeypatch: pytest.MonkeyPatch, pattern: str) -> None:
     ids = convo["ids"]
     made = [alice.add_summary(SummaryDraft(convo["cid"], "leaf", 0, "normal",
                                            "invoice invoice invoice" if i == 0 else f"an invoice, part {i}",
                                            5, i, i, (ids[i],))).id for i in range(N + 2)]
-    best = alice.search(SearchQuery("invoice", conversation_id=convo["cid"], scope="summary", limit=1))
+    best = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="summary", limit=1))
     assert [h.id for h in best] == [made[0]]  # under the bound: the oldest, best one
     monkeypatch.setattr(search_mod, "CANDIDATES", N)
-    cut = alice.search(SearchQuery("invoice", conversation_id=convo["cid"], scope="summary", limit=N + 2))
+    cut = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="summary", limit=N + 2))
     assert {h.id for h in cut} == set(made[-N:])
