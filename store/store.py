@@ -374,7 +374,11 @@ class TenantStore:
     # -- recall ----------------------------------------------------------------------------------
 
     def search(self, q: SearchQuery) -> list[SearchHit]:
-        """Full-text search (store/search.py); a named conversation must be this tenant's."""
+        """Full-text search (store/search.py); a named conversation must be this tenant's.
+
+        Ranks by BM25 the 1,000 most recent matches (per scope) that pass the filters; with fewer
+        matches this is the full ranking.
+        """
         search_mod.validate(q)
         if q.conversation_id and not q.all_conversations:
             self.conversation(q.conversation_id)
