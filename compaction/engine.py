@@ -107,10 +107,8 @@ class Engine:
 
     def _context(self, turn: ChatTurn, messages: list[dict[str, Any]]) -> RequestContext:
         counter = TokenCounter.for_model(turn.model)
-        recall_tokens = counter.count_tools(recall.tool_schemas(self.settings.recall)) \
-            if self.settings.recall.enabled and turn.settings.enabled else 0
         client_tools = counter.count_tools(list(turn.tools))
-        budget = Budget.for_turn(turn, client_tools + recall_tokens)
+        budget = Budget.for_turn(turn, client_tools + self._recall_tokens(turn, counter))
         tenant = self.store.for_tenant(turn.tenant_id)
         ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
                                count_tokens=lambda m: counter.count_message(strip_private_fields(m)))
@@ -153,7 +151,11 @@ class Engine:
         return PreparedRequest(ctx.conversation_id, plan.messages, tuple(ctx.turn.tools),
                                ctx.tokens_received, plan.tokens, ctx.budget.total, compacted,
                                plan.summary_ids, _occupancy(plan), out.waited, out.forced, stable,
-                               out.events)
+                               out.events, recall_offered=ctx.turn.offer_recall)
+
+    def _recall_tokens(self, turn: ChatTurn, counter: TokenCounter) -> int:
+        """The recall tool schemas are part of the budget whenever this request may offer them."""
+        return counter.count_tools(recall.tool_schemas(self.settings.recall)) if turn.offer_recall else 0
 
     # -- compaction steps -----------------------------------------------------------------------
 
@@ -163,9 +165,8 @@ class Engine:
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
         """Compact down to the target (a step), under the conversation's lock."""
         counter = TokenCounter.for_model(turn.model)
-        budget = Budget.for_turn(turn, counter.count_tools(list(turn.tools)) + (
-            counter.count_tools(recall.tool_schemas(self.settings.recall))
-            if self.settings.recall.enabled else 0))
+        budget = Budget.for_turn(turn, counter.count_tools(list(turn.tools))
+                                 + self._recall_tokens(turn, counter))
         async with self._locks[cid]:
             pctx = self._pass_context(turn, budget, trigger, None)
             tenant = self.store.for_tenant(turn.tenant_id)
@@ -182,7 +183,8 @@ class Engine:
                       ctx: RequestContext | None) -> PassContext:
         counter = TokenCounter.for_model(turn.model)
         tenant = self.store.for_tenant(turn.tenant_id)
-        render = ctx.render_summary if ctx else RequestContext.renderer(self.settings.recall)
+        render = ctx.render_summary if ctx else RequestContext.renderer(self.settings.recall,
+                                                                        turn.offer_recall)
 
         def measure(wv: WorkingView) -> int:
             if ctx is not None:

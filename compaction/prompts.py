@@ -79,11 +79,16 @@ def render_summary_message(record: SummaryRecord, *, tools_offered: bool,
                            expand_tool_name: str) -> dict[str, Any]:
     """The system message standing in for a summary's sources in the forwarded context.
 
-    The retrieval hint appears only when the expand tool is really offered to the model.
+    The retrieval hint, and the stored summary's "Expand for details about:" line, appear only when
+    the expand tool is really offered to the model in this request.
     """
+    content = record.content.strip()
+    if not tools_offered:
+        content = "\n".join(line for line in content.splitlines()
+                            if not line.lstrip().startswith(EXPAND_LINE_PREFIX)).rstrip()
     lines = [summary_open_tag(record),
              f"Summary of earlier conversation messages {record.first_seq}-{record.last_seq}.",
-             record.content.strip()]
+             content]
     if tools_offered:
         lines.append(f'Call {expand_tool_name} with ids ["{record.id}"] to see the original messages.')
     lines.append("</ctxproxy:summary>")

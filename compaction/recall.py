@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.types import PreparedRequest
@@ -50,9 +51,27 @@ def is_recall_tool(name: str, settings: RecallSettings) -> bool:
     return name in (settings.search_tool_name, settings.expand_tool_name)
 
 
+def offered_for_request(settings: RecallSettings, *, n: object,
+                        client_tools: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether this request may carry the recall tools, and so any hint to call them.
+
+    Computed once per request (ChatTurn.offer_recall): the engine renders retrieval hints from it
+    and the proxy's tool loop offers the tools from it. Never with recall disabled or no rounds,
+    with `n > 1` (one answer loop per turn), or when a client tool already uses one of our names
+    (the client's tool wins: its calls must reach the client).
+    """
+    if not settings.enabled or settings.max_rounds < 1 or n not in (None, 1):
+        return False
+    names = {fn.get("name") for t in client_tools
+             if isinstance(fn := t.get("function"), Mapping)}
+    return not names & {settings.search_tool_name, settings.expand_tool_name}
+
+
 def should_offer(prepared: PreparedRequest, settings: RecallSettings) -> bool:
-    """Offer recall only when the forwarded context hides something: summaries or a truncation."""
-    return settings.enabled and (bool(prepared.summary_ids) or prepared.forced_truncation)
+    """Offer recall when the request allows it and the forwarded context hides something:
+    summaries or a truncation (the same decision the engine rendered hints from)."""
+    return (settings.enabled and prepared.recall_offered
+            and (bool(prepared.summary_ids) or prepared.forced_truncation))
 
 
 async def execute(tenant: TenantStore, conversation_id: str, name: str, arguments_json: str,

@@ -33,6 +33,9 @@ class ChatTurn:
     max_reply_tokens: int | None = None  # max_tokens / max_completion_tokens
     external_conversation_id: str | None = None  # X-Conversation-Id
     credentials: Credentials = field(default_factory=lambda: Credentials(None))
+    # The recall tools may be offered with this request (compaction.recall.offered_for_request, set
+    # by the proxy). The one decision behind both the retrieval hints and the proxy's tool loop.
+    offer_recall: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class PreparedRequest:
     forced_truncation: bool
     prefix_stable: bool | None  # extends the previous forwarded request (None: first turn)
     events: tuple[CompactionEvent, ...] = ()  # synchronous compaction steps of this turn
+    recall_offered: bool = False  # the turn's offer_recall: hints were rendered for the recall tools
 
 
 @dataclass(frozen=True)

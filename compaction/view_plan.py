@@ -53,16 +53,18 @@ class RequestContext:
 
     @property
     def expand_tool(self) -> str | None:
-        return self.recall.expand_tool_name if self.recall.enabled else None
+        """The tool truncation markers may name: only when this request offers it."""
+        return self.recall.expand_tool_name if self.turn.offer_recall else None
 
     @property
     def render_summary(self) -> Callable[[SummaryRecord], dict[str, Any]]:
-        return self.renderer(self.recall)
+        return self.renderer(self.recall, self.turn.offer_recall)
 
     @staticmethod
-    def renderer(recall: RecallSettings) -> Callable[[SummaryRecord], dict[str, Any]]:
+    def renderer(recall: RecallSettings, offered: bool) -> Callable[[SummaryRecord], dict[str, Any]]:
+        """Summary rendering with retrieval hints only when the recall tools are `offered`."""
         def render(record: SummaryRecord) -> dict[str, Any]:
-            return render_summary_message(record, tools_offered=recall.enabled,
+            return render_summary_message(record, tools_offered=offered,
                                           expand_tool_name=recall.expand_tool_name)
         return render
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from compaction import recall
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.types import ChatTurn, Credentials, PreparedRequest
 from config.errors import (
@@ -118,12 +119,14 @@ async def _build_turn(request: web.Request, body: dict[str, Any], entry: ModelEn
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise InvalidRequestError("tools must be a list of objects", param="tools")
     window = await request.app[appkeys.WINDOWS].window(model)
+    offer = recall.offered_for_request(request.app[appkeys.SETTINGS].recall, n=body.get("n"),
+                                       client_tools=tools)
     return ChatTurn(
         tenant_id=tenant, model=model, upstream=entry.resolved_params(model),
         settings=entry.compaction, context_window=window, messages=tuple(messages or ()),
         tools=tuple(tools), max_reply_tokens=_max_reply_tokens(body),
         external_conversation_id=request.headers.get(CONVERSATION_HEADER) or None,
-        credentials=Credentials(client_key))
+        credentials=Credentials(client_key), offer_recall=offer)
 
 
 def _max_reply_tokens(body: dict[str, Any]) -> int | None:

@@ -18,7 +18,7 @@ from compaction.types import PreparedRequest
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
 from proxy.sse import DONE, event_data
-from proxy.tool_loop import JSON, ToolLoop, tool_names
+from proxy.tool_loop import JSON, ToolLoop
 from proxy.upstream import StreamingReply, Upstream, UpstreamReply
 from store.store import TenantStore
 
@@ -47,25 +47,16 @@ class StoreRecallTools:
         self.store.record_tool_round(self.conversation_id, calls, results)
 
 
-def offers_recall(settings: RecallSettings, prepared: PreparedRequest, body: JSON) -> bool:
-    """Offer the tools only when summaries are in the context and the loop can run safely.
-
-    Not with `n > 1` (one answer loop per turn), nor when a client tool already uses one of our
-    names (the client's tool wins; its calls must reach the client).
-    """
-    if settings.max_rounds < 1 or not recall.should_offer(prepared, settings):
-        return False
-    if body.get("n") not in (None, 1):
-        return False
-    ours = {settings.search_tool_name, settings.expand_tool_name}
-    return not tool_names(body.get("tools") or []) & ours
-
-
 def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantStore,
              prepared: PreparedRequest, body: JSON,
              on_call: Callable[[str], None] | None = None) -> Upstream:
-    """The transport for this turn: `upstream` itself, or wrapped by the recall loop."""
-    if not offers_recall(settings, prepared, body):
+    """The transport for this turn: `upstream` itself, or wrapped by the recall loop.
+
+    Whether to offer follows the prepared request (`recall.should_offer`): the request-level
+    decision the engine rendered its hints from (ChatTurn.offer_recall: recall enabled, rounds
+    left, `n` of 1, no client tool with our names) and something hidden from the context.
+    """
+    if not recall.should_offer(prepared, settings):
         return upstream
     tools = StoreRecallTools(store, prepared.conversation_id, settings, on_call)
     return RecallUpstream(upstream, tools, settings.max_rounds)

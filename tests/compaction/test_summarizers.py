@@ -47,7 +47,8 @@ async def test_extractive_is_structured_verifiable_and_bounded() -> None:
 
 def test_summary_message_hint_only_when_tool_offered() -> None:
     record = SummaryRecord(id="sum_0123456789ab", conversation_id="c", kind="leaf", depth=0, generation=1,
-                           level="normal", content="## Intent\n- x", token_count=5, first_seq=12,
+                           level="normal", content="## Intent\n- x\nExpand for details about: x, y",
+                           token_count=5, first_seq=12,
                            last_seq=31, source_message_ids=(), source_summary_ids=(), model="m",
                            prompt_version="v")
     with_tool = render_summary_message(record, tools_offered=True, expand_tool_name="context_expand")
@@ -56,6 +57,9 @@ def test_summary_message_hint_only_when_tool_offered() -> None:
     assert with_tool["content"].startswith(opening)
     assert "context_expand" in with_tool["content"] and "context_expand" not in without["content"]
     assert without["content"].endswith("</ctxproxy:summary>") and without["role"] == "system"
+    # The stored expand line is part of the summary format; it is forwarded only with the tools.
+    assert "Expand for details about: x, y" in with_tool["content"]
+    assert "Expand for details about" not in without["content"] and "- x" in without["content"]
 
 
 async def test_litellm_summarizer_failure_is_summarizer_error() -> None:
