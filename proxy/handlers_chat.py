@@ -55,7 +55,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     metrics = request.app[appkeys.METRICS]
     upstream = recall_upstream.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
                                         request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
-                                        t.prepared, t.body,
+                                        t.prepared, t.turn.model,
                                         lambda op: metrics.recall_call(op, "tool_loop"))
     if body.get("stream") is True:
         return await _stream(t, upstream)

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction import recall
+from compaction.recall_budget import ResultBudget
+from compaction.tokens import TokenCounter
 from compaction.types import PreparedRequest
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
 from proxy.sse import DONE, event_data
-from proxy.tool_loop import JSON, ToolLoop
+from proxy.tool_loop import JSON, ResultLimit, ToolLoop
 from proxy.upstream import StreamingReply, Upstream, UpstreamReply
 from store.store import TenantStore
 
@@ -48,18 +50,21 @@ class StoreRecallTools:
 
 
 def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantStore,
-             prepared: PreparedRequest, body: JSON,
+             prepared: PreparedRequest, model: str,
              on_call: Callable[[str], None] | None = None) -> Upstream:
     """The transport for this turn: `upstream` itself, or wrapped by the recall loop.
 
     Whether to offer follows the prepared request (`recall.should_offer`): the request-level
     decision the engine rendered its hints from (ChatTurn.offer_recall: recall enabled, rounds
     left, `n` of 1, no client tool with our names) and something hidden from the context.
+    Results are cut to what the prepared request left free, counted with `model`'s tokenizer.
     """
     if not recall.should_offer(prepared, settings):
         return upstream
     tools = StoreRecallTools(store, prepared.conversation_id, settings, on_call)
-    return RecallUpstream(upstream, tools, settings.max_rounds)
+    counter = TokenCounter.for_model(model)
+    return RecallUpstream(upstream, tools, settings.max_rounds,
+                          lambda: ResultBudget.for_prepared(prepared, counter, settings))
 
 
 @dataclass
@@ -114,11 +119,15 @@ class RecallUpstream:
     inner: Upstream
     tools: StoreRecallTools
     max_rounds: int
+    new_limit: Callable[[], ResultLimit] | None = None  # a fresh result budget per turn
+
+    def _loop(self, bound: _Bound) -> ToolLoop:
+        return ToolLoop(self.tools, bound, self.max_rounds, self.new_limit() if self.new_limit else None)
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
         bound = _Bound(self.inner, params, api_key)
-        data = await ToolLoop(self.tools, bound, self.max_rounds).complete(body)
+        data = await self._loop(bound).complete(body)
         raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
         return UpstreamReply(200, raw, data, bound.headers or {})
 
@@ -126,7 +135,7 @@ class RecallUpstream:
                           api_key: str | None) -> StreamingReply:
         """Runs until the first chunk for the client, so an early failure is a plain error reply."""
         bound = _Bound(self.inner, params, api_key)
-        chunks = ToolLoop(self.tools, bound, self.max_rounds).stream(body)
+        chunks = self._loop(bound).stream(body)
         try:
             first: JSON | None = await anext(chunks)
         except StopAsyncIteration:

@@ -37,6 +37,16 @@ class RecallTools(Protocol):
     def record_round(self, calls: list[JSON], results: list[JSON]) -> None: ...
 
 
+class ResultLimit(Protocol):
+    """Keeps what the rounds add within the request's budget (compaction.recall_budget.ResultBudget)."""
+
+    def spend(self, messages: Sequence[JSON]) -> None: ...
+
+    def share(self, calls: int) -> int: ...
+
+    def bound(self, name: str, message: JSON, allowance: int) -> JSON: ...
+
+
 class Upstream(Protocol):
     """One upstream chat completion: a JSON reply, or the stream's chunk objects (without [DONE])."""
 
@@ -81,6 +91,7 @@ class ToolLoop:
     tools: RecallTools
     upstream: Upstream
     max_rounds: int
+    limit: ResultLimit | None = None  # None: results are not cut (tests of the loop alone)
 
     def round_body(self, body: JSON, messages: list[JSON], offer: bool) -> JSON:
         """The body of one upstream round: the client's tools, plus ours when `offer`."""
@@ -94,7 +105,11 @@ class ToolLoop:
         return out
 
     async def answer(self, calls: list[JSON]) -> list[JSON]:
-        """Execute the model's recall calls; audit the round; the `tool` messages to send back."""
+        """Execute the model's recall calls; audit the round; the `tool` messages to send back.
+
+        With a `limit`, each result is cut to its share of the budget the request has left.
+        """
+        share = self.limit.share(len(calls)) if self.limit else 0
         results: list[JSON] = []
         for call in calls:
             fn = call.get("function") or {}
@@ -102,9 +117,19 @@ class ToolLoop:
                 content = await self.tools.execute(call_name(call), str(fn.get("arguments") or "{}"))
             except CtxProxyError as exc:  # a bad argument or unknown id is the model's to fix
                 content = _error_result(exc)
-            results.append({"role": "tool", "tool_call_id": call.get("id"), "content": content})
+            result: JSON = {"role": "tool", "tool_call_id": call.get("id"), "content": content}
+            results.append(self.limit.bound(call_name(call), result, share) if self.limit else result)
+        if self.limit:
+            self.limit.spend(results)
         self.tools.record_round(calls, results)
         return results
+
+    async def _next_round(self, content: Any, calls: list[JSON]) -> list[JSON]:
+        """What the next round adds: the assistant's recall calls, then their (bounded) results."""
+        turn = _assistant_turn(content, calls)
+        if self.limit:
+            self.limit.spend([turn])
+        return [turn, *await self.answer(calls)]
 
     async def complete(self, body: JSON) -> JSON:
         """Non-streaming: the final completion as the client should see it."""
@@ -118,7 +143,7 @@ class ToolLoop:
             ours, theirs = self._split(message.get("tool_calls") or [])
             if not ours or theirs or not offer:
                 return self._client_view(reply, usage)
-            messages += [_assistant_turn(message.get("content"), ours), *await self.answer(ours)]
+            messages += await self._next_round(message.get("content"), ours)
         raise AssertionError("unreachable: the last round never offers the recall tools")
 
     def _split(self, calls: Sequence[JSON]) -> tuple[list[JSON], list[JSON]]:
@@ -157,7 +182,7 @@ class ToolLoop:
             if not rnd.continues():
                 return
             calls = rnd.recall_calls()
-            messages += [_assistant_turn(rnd.content(), calls), *await self.answer(calls)]
+            messages += await self._next_round(rnd.content(), calls)
 
 
 def _first_message(reply: JSON) -> JSON:
