@@ -177,9 +177,11 @@ class _EngineRun:
 
     def turn(self, k: int) -> ChatTurn:
         o = self.options
+        offer = recall.offered_for_request(self.recall, n=None, client_tools=self.conv.tools)
         return ChatTurn(tenant_id=BENCH_TENANT, model=o.model, upstream=LiteLLMParams(f"openai/{o.model}"),
                         settings=o.compaction, context_window=o.window,
-                        messages=tuple(self.conv.messages[:k]), tools=tuple(self.conv.tools))
+                        messages=tuple(self.conv.messages[:k]), tools=tuple(self.conv.tools),
+                        offer_recall=offer)
 
     def forwarded_tools(self, prepared: PreparedRequest) -> list[Message]:
         """The tools the proxy would send: the client's, plus recall tools when it offers them."""

@@ -130,4 +130,12 @@ def aggregate(reports: Sequence[ConversationReport]) -> dict[str, Any]:
             "prefix_stability": sum(pairs) / len(pairs) if pairs else None,
             "calls_per_turn": calls / len(requests) if requests else 0.0,
             "missing_system_or_last_user": sum(r.missing_system_or_last_user for r in reports),
-            "errors": sum(len(r.errors) for r in reports)}
+            "errors": sum(len(r.errors) for r in reports),
+            "facts_by_kind": _by_kind(facts)}
+
+
+def _by_kind(facts: Sequence[FactResult]) -> dict[str, float]:
+    """Share of each fact kind present in the final forwarded context (first-seen kind order)."""
+    kinds = list(dict.fromkeys(f.kind for f in facts))
+    return {k: _share(sum(f.present for f in facts if f.kind == k), sum(f.kind == k for f in facts))
+            for k in kinds}

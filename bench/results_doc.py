@@ -38,6 +38,7 @@ def section(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
                      f"| {r['invented']} | {r['over_budget']} / {r['requests']} | {r['pairing_violations']} "
                      f"| {r['compression_ratio']:.2f}x | {_pct(r['prefix_stability'])} "
                      f"| {r['calls_per_turn']:.2f} |")
+    lines += ["", *_kind_table(rows)]
     lines += [
         "", f"trim_messages is checked on every {meta['trim_stride']}th request (it is quadratic in the "
         "history), so its prefix stability is not measured. Compression = tokens the client sent / "
@@ -45,6 +46,20 @@ def section(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"Run time: {meta['seconds']} s. Raw figures: `bench/out/eval.json`; charts: "
         "`bench/out/eval_comparison.png`, `bench/out/eval_ctxproxy_turns.png`.", END]
     return "\n".join(lines)
+
+
+def _kind_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Facts retained per planted-fact kind: which facts each strategy loses."""
+    kinds = list(rows[0].get("facts_by_kind", {})) if rows else []
+    if not kinds:
+        return []
+    out = ["Planted facts present in the final forwarded context, by kind:", "",
+           "| strategy | " + " | ".join(k.replace("_", " ") for k in kinds) + " |",
+           "|---|" + "---:|" * len(kinds)]
+    for r in rows:
+        shares = r.get("facts_by_kind", {})
+        out.append(f"| {r['strategy']} | " + " | ".join(_pct(shares.get(k)) for k in kinds) + " |")
+    return out
 
 
 def update(path: Path, rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> Path:

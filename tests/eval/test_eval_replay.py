@@ -81,3 +81,10 @@ def test_150_turns_12k_window_every_planted_fact_is_in_final_context(
     facts = long_replay.facts
     assert [f.fact for f in facts if not f.present] == []
     assert all(f.current for f in facts if f.must_be_current)
+
+
+def test_replay_async_mode_keeps_the_budget_without_draining() -> None:
+    conv = read_jsonl(SAMPLE)[0]
+    report = asyncio.run(replay_engine(conv, ReplayOptions(window=6_000, background=True)))
+    assert report.over_budget == 0 and report.pairing_violations == 0
+    assert len(report.turns) == len(report.requests) == len(request_points(conv.messages))
