@@ -58,7 +58,7 @@ def comparison_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     over = [int(r["over_budget"]) for r in rows]
     right.barh(names, [int(r["pairing_violations"]) for r in rows], left=over, color=COLORS[3],
                label="tool-pairing violations")
-    right.set_xlabel("bad requests")
+    right.set_xlabel("requests over budget + tool-pairing violations")
     right.legend(fontsize="small")
     left.invert_yaxis()
     right.invert_yaxis()

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -117,6 +118,12 @@ def write_outputs(grouped: dict[str, list[ConversationReport]], rows: list[dict[
     return paths
 
 
+def _copy(src: Path, dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return dst
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.eval", description=__doc__.splitlines()[0])
     p.add_argument("--conversations", type=int, default=6)
@@ -148,9 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(width=200)
     console.print(render_table(rows))
     paths = write_outputs(grouped, rows, meta, args.out)
+    problems = failures(grouped)
+    meta["gate"] = f"FAILED ({len(problems)} ctxproxy defects, listed by the run)" if problems else "passed"
     if str(args.docs):
         paths.append(results_doc.update(args.docs, rows, meta))
-    problems = failures(grouped)
+        chart = args.docs.parent / "img" / "eval_comparison.png"
+        paths.append(_copy(args.out / "eval_comparison.png", chart))
     for line in problems:
         console.print(f"[red]FAIL[/red] {line}")
     console.print(f"wrote {', '.join(str(p) for p in paths)} in {meta['seconds']} s")

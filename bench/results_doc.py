@@ -43,8 +43,13 @@ def section(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
         "", f"trim_messages is checked on every {meta['trim_stride']}th request (it is quadratic in the "
         "history), so its prefix stability is not measured. Compression = tokens the client sent / "
         "tokens forwarded, over all requests. Facts are checked verbatim in the last forwarded request. "
-        f"Run time: {meta['seconds']} s. Raw figures: `bench/out/eval.json`; charts: "
-        "`bench/out/eval_comparison.png`, `bench/out/eval_ctxproxy_turns.png`.", END]
+        f"Run time: {meta['seconds']} s. Raw figures: `bench/out/eval.json`; per-request chart: "
+        "`bench/out/eval_ctxproxy_turns.png`.", "",
+        "![facts retained and bad requests per strategy](img/eval_comparison.png)", "",
+        f"**Gate: {meta['gate']}.** `make eval` exits 1 when any ctxproxy row misses a planted fact, shows "
+        "a stale value as current, forwards an invented fact, exceeds the budget or breaks tool pairing. "
+        "Summary ids are random, so token counts (and a few fact outcomes) vary slightly between runs.",
+        END]
     return "\n".join(lines)
 
 
