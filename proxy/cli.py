@@ -24,6 +24,7 @@ EXIT_CONFIG_ERROR = 2
 # One line per plug-in subcommand module (search/expand, inspect, replay, ...).
 SUBCOMMAND_MODULES: list[str] = [
     "proxy.cli_inspect",
+    "proxy.cli_replay",
     "proxy.cli_recall",
 ]
 

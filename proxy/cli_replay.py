@@ -32,15 +32,6 @@ DEFAULT_WINDOW = 12_000
 EXIT_ERROR = 2
 
 
-def _ensure_bench_importable() -> None:
-    """`bench` lives beside `proxy` in the source tree but is not an installed package (yet): from an
-    editable install, make the checkout importable so `ctxproxy replay` works from any directory."""
-    import importlib.util
-
-    if importlib.util.find_spec("bench") is None:
-        sys.path.append(str(Path(__file__).resolve().parents[1]))
-
-
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `replay` on the main CLI's subparsers (sets `func`)."""
     parser: argparse.ArgumentParser = subparsers.add_parser("replay", help=HELP, description=HELP)
@@ -128,7 +119,6 @@ def _cost(cost: float | None, full: float | None) -> str:
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    _ensure_bench_importable()
     from bench.generator import read_jsonl
     from bench.replay import quiet_logs
 
