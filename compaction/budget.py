@@ -20,6 +20,11 @@ from config.settings import FALLBACK_CONTEXT_WINDOW, CompactionSettings, Setting
 log = structlog.get_logger(__name__)
 
 MIN_INPUT_BUDGET = 256  # below this a request cannot carry even its last turn: reject it
+# Summary sizes scale with the window: a leaf summary asks at most budget/8, a condensed one budget/5
+# (the seed's 1,200/2,000 fit a 128k window, not a 12k one), and never more than half its input.
+LEAF_TARGET_DIVISOR = 8
+CONDENSED_TARGET_DIVISOR = 5
+MIN_SUMMARY_TARGET = 32
 
 WindowSource = str  # "model_entry" | "config" | "provider_metadata" | "fallback" | "turn"
 
@@ -65,6 +70,14 @@ class Budget:
     @property
     def anchor_max(self) -> int:
         return self.total * self.anchor_max_percent // 100
+
+    def summary_target(self, settings: CompactionSettings, tier: str, input_tokens: int) -> int:
+        """Tokens asked of a `tier` summary of `input_tokens`: the configured size scaled to the
+        window and at most half the input, so a committed summary really shrinks the context."""
+        configured, divisor = ((settings.leaf_target_tokens, LEAF_TARGET_DIVISOR) if tier == "leaf"
+                               else (settings.condensed_target_tokens, CONDENSED_TARGET_DIVISOR))
+        scaled = min(configured, self.total // divisor, input_tokens // 2)
+        return max(MIN_SUMMARY_TARGET, scaled)
 
     def fits(self, tokens: int) -> bool:
         """Whether a request of `tokens` input tokens (tools included) is within budget."""

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -26,7 +26,7 @@ from compaction.observer import CompactionObserver, NullObserver, ObservedSummar
 from compaction.passes import PassContext, Trigger
 from compaction.planner import Plan
 from compaction.summarizers import CircuitBreaker
-from compaction.tokens import TokenCounter
+from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, Occupancy, PreparedRequest, Summarizer, SummarizerChoice
 from compaction.view_plan import RequestContext, measure_stored, plan_for
@@ -65,6 +65,7 @@ class Engine:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._breakers: dict[tuple[str, str, str], ObservedSummarizer] = {}
         self._observed: dict[int, ObservedSummarizer] = {}  # local summarisers, by identity
+        self._recall_schema_tokens: dict[str, int] = {}  # by tokenizer: the schemas never change
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
@@ -107,8 +108,8 @@ class Engine:
 
     def _context(self, turn: ChatTurn, messages: list[dict[str, Any]]) -> RequestContext:
         counter = TokenCounter.for_model(turn.model)
-        client_tools = counter.count_tools(list(turn.tools))
-        budget = Budget.for_turn(turn, client_tools + self._recall_tokens(turn, counter))
+        client_tools = counter.count_tools(turn.tools)
+        budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, client_tools))
         tenant = self.store.for_tenant(turn.tenant_id)
         ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
                                count_tokens=lambda m: counter.count_message(strip_private_fields(m)))
@@ -141,21 +142,33 @@ class Engine:
 
     def _record(self, ctx: RequestContext, out: _Outcome) -> PreparedRequest:
         plan = out.plan
-        view = ctx.tenant.view(ctx.conversation_id)
         compacted = bool(plan.summary_ids) or out.forced or any(
             s.category == "anchors" for s in plan.slots)
+        prepared = PreparedRequest(ctx.conversation_id, plan.messages, tuple(ctx.turn.tools),
+                                   ctx.tokens_received, plan.tokens, ctx.budget.total, compacted,
+                                   plan.summary_ids, _occupancy(plan), out.waited, out.forced, None,
+                                   out.events, recall_offered=ctx.turn.offer_recall)
+        if plan.tools_tokens != ctx.client_tools_tokens and not recall.should_offer(
+                prepared, self.settings.recall):
+            # Budgeted for, but not sent this turn (nothing hidden): count only what is forwarded.
+            plan = replace(plan, tools_tokens=ctx.client_tools_tokens)
+            prepared = replace(prepared, tokens_forwarded=plan.tokens, occupancy=_occupancy(plan))
+        view = ctx.tenant.view(ctx.conversation_id)
         rec = ForwardedRecord(ctx.conversation_id, prefix_hashes(plan.messages), ctx.tokens_received,
                               plan.tokens, ctx.budget.total, plan.occupancy.as_dict(), compacted,
                               view.version if view else 0)
-        stable = ctx.tenant.record_forwarded(rec)
-        return PreparedRequest(ctx.conversation_id, plan.messages, tuple(ctx.turn.tools),
-                               ctx.tokens_received, plan.tokens, ctx.budget.total, compacted,
-                               plan.summary_ids, _occupancy(plan), out.waited, out.forced, stable,
-                               out.events, recall_offered=ctx.turn.offer_recall)
+        return replace(prepared, prefix_stable=ctx.tenant.record_forwarded(rec))
 
-    def _recall_tokens(self, turn: ChatTurn, counter: TokenCounter) -> int:
-        """The recall tool schemas are part of the budget whenever this request may offer them."""
-        return counter.count_tools(recall.tool_schemas(self.settings.recall)) if turn.offer_recall else 0
+    def _tools_tokens(self, turn: ChatTurn, counter: TokenCounter, client_tools: int) -> int:
+        """Tool schemas in the budget: the client's, plus the recall tools whenever this request may
+        offer them (sent in the same `tools` list, so the list framing is paid once)."""
+        if not turn.offer_recall:
+            return client_tools
+        schemas = self._recall_schema_tokens.get(counter.encoding_name)
+        if schemas is None:
+            schemas = counter.count_tools(recall.tool_schemas(self.settings.recall))
+            self._recall_schema_tokens[counter.encoding_name] = schemas
+        return client_tools + schemas - (TOOLS_FRAMING if client_tools else 0)
 
     # -- compaction steps -----------------------------------------------------------------------
 
@@ -165,15 +178,15 @@ class Engine:
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
         """Compact down to the target (a step), under the conversation's lock."""
         counter = TokenCounter.for_model(turn.model)
-        budget = Budget.for_turn(turn, counter.count_tools(list(turn.tools))
-                                 + self._recall_tokens(turn, counter))
+        budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, counter.count_tools(turn.tools)))
         async with self._locks[cid]:
             pctx = self._pass_context(turn, budget, trigger, None)
             tenant = self.store.for_tenant(turn.tenant_id)
             wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
                                count=counter.count_message)
             limit = budget.target if trigger != "manual" else 0
-            _, events = await passes.compact_until(pctx, wv, limit, modes=("normal",))
+            modes = ("normal", "hard") if trigger == "threshold" else ("normal",)
+            _, events = await passes.compact_until(pctx, wv, limit, modes=modes)
         failed = [e for e in events if e.outcome == "failed"]
         if failed:
             raise RuntimeError(f"compaction step failed: {failed[-1].error}")  # retried by background
@@ -192,7 +205,8 @@ class Engine:
             return measure_stored(wv, budget, counter, tenant)
 
         return PassContext(tenant, self._choice(turn), counter, turn.settings, trigger, render,
-                           measure, budget.fresh_tail_max, self.observer)
+                           measure, budget, self.observer,
+                           tail_target=budget.target if trigger == "threshold" else None)
 
     def _choice(self, turn: ChatTurn) -> SummarizerChoice:
         """The turn's summariser, observed, behind one circuit breaker per (tenant, summariser, endpoint)."""

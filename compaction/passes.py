@@ -1,7 +1,9 @@
 """One compaction pass (leaf or condensed) and the compact-until loop (seed 000 tiers and recovery).
 
 A pass = anchors extracted from the leaf sources, one escalated summariser call, the summary
-committed, a new view version saved, and a CompactionEvent recorded (committed or failed).
+committed, a new view version saved, and a CompactionEvent recorded (committed or failed). A summary
+whose rendered message is not smaller than the entries it would replace is never committed: the
+pass is recorded as `skipped` and the loop tries the next candidate.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from compaction import selection
 from compaction.anchors import extract_anchors, render_anchor_block
+from compaction.budget import Budget
 from compaction.escalation import EscalationOutcome, summarize_with_escalation
 from compaction.observer import CompactionObserver, NullObserver
 from compaction.prompts import build_source_text
@@ -34,6 +37,10 @@ from store.store import TenantStore
 
 Trigger = Literal["threshold", "hard_budget", "manual"]
 ANCHOR_TEXT_MAX = 100_000  # anchors handed to the verifier are not budget-bound
+# The growth check renders the summary before the store assigns its id ("sum_" + 12 hex, shown twice
+# at most): a placeholder id may tokenize differently by up to one token per character, plus borders.
+ID_TOKENS_SLACK = 2 * (12 + 2)
+_PLACEHOLDER_ID = "sum_" + "0" * 12
 
 
 @dataclass(frozen=True)
@@ -45,8 +52,20 @@ class PassContext:
     trigger: Trigger
     render: RenderSummary
     measure: Callable[[WorkingView], int]  # input tokens the planned request would have
-    tail_max_tokens: int
+    budget: Budget  # fresh-tail cap (fresh_tail_max) and summary sizes scale to it
     observer: CompactionObserver = field(default_factory=NullObserver)  # hears every recorded step
+    # Background steps: the step's target. The fresh tail then gets only what is left of it after
+    # everything that is not raw (system, tools, anchors, summaries) and the leaf summary to come.
+    tail_target: int | None = None
+
+    def tail_allowance(self, wv: WorkingView, measured: int) -> int:
+        """Fresh-tail token cap for the next pass over `wv` (whose request measures `measured`)."""
+        if self.tail_target is None:
+            return self.budget.fresh_tail_max
+        raw = sum(e.tokens for e in wv.entries if e.kind == "message")
+        leaf = self.budget.summary_target(self.settings, "leaf", raw)
+        left = self.tail_target - (measured - raw) - leaf
+        return max(0, min(self.budget.fresh_tail_max, left))
 
 
 @dataclass(frozen=True)
@@ -55,33 +74,44 @@ class Candidate:
     chunk: tuple[int, ...]
 
 
-def choose(wv: WorkingView, s: CompactionSettings, tail_max: int, *, mode: str) -> Candidate | None:
-    """Next chunk: condensed when a full-fanout run exists, else leaf, else (hard modes) relaxed."""
+def choose(wv: WorkingView, s: CompactionSettings, tail_max: int, *, mode: str,
+           skip: frozenset[tuple[str, ...]] = frozenset()) -> Candidate | None:
+    """Next chunk: condensed when a full-fanout run exists, else leaf, else (hard modes, or after a
+    skipped pass) relaxed condensed. Chunks in `skip` (their entry refs) were tried and skipped."""
     entries = wv.entries
-    relaxed = mode != "normal"
+    relaxed = mode != "normal" or bool(skip)
     tail = (selection.protected_start(entries) if mode == "unprotected"
             else selection.fresh_tail_start(entries, s.fresh_tail_count, tail_max))
     condensed = selection.condensed_chunk(entries, s.condensed_min_fanout, s.leaf_chunk_tokens)
-    if condensed:
+    if condensed and chunk_refs(wv, condensed) not in skip:
         return Candidate("condensed", condensed)
     leaf = selection.leaf_chunk(entries, tail, 1 if mode == "unprotected" else s.leaf_min_fanout,
                                 s.leaf_chunk_tokens)
-    if leaf:
+    if leaf and chunk_refs(wv, leaf) not in skip:
         return Candidate("leaf", leaf)
     condensed = selection.condensed_chunk(entries, 2, s.leaf_chunk_tokens) if relaxed else None
-    return Candidate("condensed", condensed) if condensed else None
+    if condensed and chunk_refs(wv, condensed) not in skip:
+        return Candidate("condensed", condensed)
+    return None
+
+
+def chunk_refs(wv: WorkingView, chunk: Sequence[int]) -> tuple[str, ...]:
+    """What a chunk covers, stable across view versions (indices are not)."""
+    return tuple(f"{wv.entries[i].kind}:{wv.entries[i].ref}" for i in chunk)
 
 
 async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *,
                         modes: tuple[str, ...]) -> tuple[WorkingView, list[CompactionEvent]]:
     """Passes until `ctx.measure(wv) <= limit`, no candidate, no progress or the iteration cap."""
     events: list[CompactionEvent] = []
+    skip: set[tuple[str, ...]] = set()
     mode_index = 0
     for _ in range(max(1, ctx.settings.max_recovery_iterations)):
         before = ctx.measure(wv)
         if before <= limit:
             break
-        candidate = choose(wv, ctx.settings, ctx.tail_max_tokens, mode=modes[mode_index])
+        candidate = choose(wv, ctx.settings, ctx.tail_allowance(wv, before), mode=modes[mode_index],
+                           skip=frozenset(skip))
         if candidate is None:
             if mode_index + 1 >= len(modes):
                 break
@@ -89,6 +119,9 @@ async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *,
             continue
         new_wv, event = await run_pass(ctx, wv, candidate, before)
         events.append(event)
+        if event.outcome == "skipped":  # the summary would not shrink the context: try another chunk
+            skip.add(chunk_refs(wv, candidate.chunk))
+            continue
         if event.outcome != "committed" or ctx.measure(new_wv) >= before:
             break
         wv = new_wv
@@ -107,7 +140,16 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
     try:
         if cand.tier == "leaf":
             added, superseded = _anchors_for(ctx, wv, chunk)
-        outcome, record = await _summarise(ctx, wv, cand.tier, chunk)
+        outcome, draft = await _summarise(ctx, wv, cand.tier, chunk)
+        grown = _growth(ctx, draft, chunk)
+        if grown is not None:
+            event = replace(base, level=cast(Any, outcome.level), outcome="skipped",
+                            summarizer_model=outcome.model, prompt_version=outcome.prompt_version,
+                            tokens_after=before, anchors_added=tuple(added),
+                            anchors_superseded=tuple(superseded), duration_ms=_ms(started),
+                            error=grown, **_sources_of(chunk, wv))
+            return wv, _record(ctx, event)
+        record = ctx.tenant.add_summary(draft)
         new_wv = _apply(ctx, wv, cand.chunk, record)
     except Exception as exc:  # any failure is recorded (and observed) and retried later, never surfaced
         event = replace(base, anchors_added=tuple(added), anchors_superseded=tuple(superseded),
@@ -172,20 +214,40 @@ def without_secrets(drafts: Sequence[AnchorDraft],
 
 
 async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "condensed"],
-                     chunk: list[Entry]) -> tuple[EscalationOutcome, SummaryRecord]:
-    s = ctx.settings
+                     chunk: list[Entry]) -> tuple[EscalationOutcome, SummaryDraft]:
+    """The escalated summary of `chunk`, as a draft (not stored yet: it may not shrink anything)."""
     items: list[StoredMessage | SummaryRecord] = (
         [wv.stored[e.seq] for e in chunk] if tier == "leaf" else [wv.summaries[e.ref] for e in chunk])
     anchors = ctx.tenant.anchors(wv.conversation_id)
     block = render_anchor_block(anchors, max_tokens=ANCHOR_TEXT_MAX, counter=ctx.counter)
+    input_tokens = sum(e.tokens for e in chunk)
     outcome = await summarize_with_escalation(
         ctx.choice.summarizer, kind=tier, sources_text=build_source_text(items),
         anchors_text=str(block["content"]) if block else "",
-        target_tokens=s.leaf_target_tokens if tier == "leaf" else s.condensed_target_tokens,
-        counter=ctx.counter, input_tokens=sum(e.tokens for e in chunk))
+        target_tokens=ctx.budget.summary_target(ctx.settings, tier, input_tokens),
+        counter=ctx.counter, input_tokens=input_tokens)
     _report_rejections(ctx, wv.conversation_id, outcome)
-    record = ctx.tenant.add_summary(_draft(wv.conversation_id, tier, items, outcome))
-    return outcome, record
+    return outcome, _draft(wv.conversation_id, tier, items, outcome)
+
+
+def _growth(ctx: PassContext, draft: SummaryDraft, chunk: list[Entry]) -> str | None:
+    """Why committing `draft` would not shrink the context (None when it would)."""
+    provisional = SummaryRecord(_PLACEHOLDER_ID, draft.conversation_id, draft.kind, draft.depth, 0,
+                                draft.level, draft.content, draft.token_count, draft.first_seq,
+                                draft.last_seq, draft.source_message_ids, draft.source_summary_ids,
+                                draft.model, draft.prompt_version)
+    rendered = ctx.counter.count_message(ctx.render(provisional)) + ID_TOKENS_SLACK
+    replaced = sum(e.tokens for e in chunk)
+    if rendered < replaced:
+        return None
+    return (f"not_smaller: the rendered summary (~{rendered} tokens) would not be smaller than the "
+            f"{len(chunk)} entries it replaces ({replaced} tokens)")
+
+
+def _sources_of(chunk: list[Entry], wv: WorkingView) -> dict[str, Any]:
+    """Event provenance of a chunk that was not summarised."""
+    return {"source_message_ids": tuple(wv.stored[e.seq].id for e in chunk if e.kind == "message"),
+            "source_summary_ids": tuple(e.ref for e in chunk if e.kind == "summary")}
 
 
 def _draft(cid: str, tier: Literal["leaf", "condensed"], items: list[StoredMessage | SummaryRecord],

@@ -56,8 +56,8 @@ def assert_every_request_fits(result: Replay, counter: CachedCounter, turns: int
     for index, (forwarded, prepared) in enumerate(zip(result.forwarded, result.prepared, strict=True)):
         tokens = request_tokens(counter, forwarded)
         assert tokens <= BUDGET, f"turn {index}: {tokens} > {BUDGET}"
-        # the engine reserves room for the recall tools even on turns they are not offered
-        assert tokens <= prepared.tokens_forwarded, f"turn {index}: engine under-counted"
+        # the engine counts exactly what it forwards: recall tools only on turns that carry them
+        assert tokens == prepared.tokens_forwarded, f"turn {index}: {tokens} != engine's count"
         assert pairing_violations(forwarded["messages"]) == [], f"turn {index}"
         assert forwarded["messages"][-1] == result.received[index]["messages"][-1]
 
