@@ -5,25 +5,40 @@ dates and deadlines, names, paths, URLs, emails, explicit decisions, plus pinned
 draft carries a `key` naming what the value is about ("budget", "deadline", "order number"), so a
 later correction yields the same kind+key with a new value and the store supersedes the older one.
 Values are copied verbatim from the source.
+
+Precision over recall: decisions only from explicit decision statements with substance, paths in
+tool results only when a user/assistant message or a tool-call argument names them too. Sentence
+cues travel with the draft: a correction cue makes a `RevisionDraft` the store resolves against the
+active anchors, a ruling-out cue retracts what it names, and a hedge ("hypothesis", "might") marks
+a value as a hypothesis rather than a fact. The block itself lives in compaction/anchor_block.py.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from dataclasses import replace
 
+from compaction.anchor_block import (
+    ANCHOR_BLOCK_CLOSE,
+    ANCHOR_BLOCK_INTRO,
+    ANCHOR_BLOCK_OPEN,
+    anchor_line,
+    current_anchors,
+    render_anchor_block,
+)
+from compaction.anchor_cues import CORRECTION, HEDGE, RULED_OUT, Sentence, decision_in, sentence_at, sentences
 from compaction.messages import message_text
-from compaction.tokens import TokenCounter
-from store.models import Anchor, AnchorDraft, StoredMessage
+from store.anchors import RevisionDraft
+from store.models import AnchorDraft, StoredMessage
+
+__all__ = ["ANCHOR_BLOCK_CLOSE", "ANCHOR_BLOCK_INTRO", "ANCHOR_BLOCK_OPEN", "anchor_line",
+           "current_anchors", "derive_key", "extract_anchors", "render_anchor_block"]
 
 PINNED_MAX_CHARS = 800
 TOOL_RESULT_SCAN_CHARS = 4_000  # tool results are scanned only for ids/paths/urls, bounded
-DECISION_MAX_CHARS = 240
-ANCHOR_BLOCK_OPEN = "<ctxproxy:anchors>"
-ANCHOR_BLOCK_CLOSE = "</ctxproxy:anchors>"
-ANCHOR_BLOCK_INTRO = ("Facts from earlier in this conversation, verbatim (pinned or extracted). "
-                      "Values shown are current: a correction replaces the older value.")
+DECISION_MAX_CHARS = 200  # decisions and ruled-out sentences: short, verbatim prefix
+TOOL_KINDS = frozenset({"url", "email", "id", "path", "code", "ticket", "labelled"})
 
 _MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
            r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
@@ -58,10 +73,6 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
     ("name", re.compile(
         rf"(?i:\bmy name is|\bi am|\bi'm|\bname\s*:|\bcustomer|\bclient|\bcontact\s*:?|\bsigned,?)"
         rf"\s+({_NAME})|(?m:^\s*(?:—|--|-)\s*({_NAME})\s*$)"), -1),
-    ("decision", re.compile(
-        r"(?i)(?:[^.!?\n]|(?<=\d)\.(?=\d))*\b(?:we decided|we've decided|we have decided|decision:"
-        r"|let's go with|let us go with|we'll go with|we will go with|approved|agreed to|we agreed)\b"
-        r"(?:[^.!?\n]|(?<=\d)\.(?=\d))*"), 0),  # a decimal point does not end the sentence
 )
 
 _STOPWORDS = frozenset(re.findall(r"\S+", """
@@ -80,7 +91,7 @@ _CLAUSE_BREAK = re.compile(r"[.!?;\n()\[\]{}\"]")
 _NEGATED = re.compile(r"(?i)(?:\bnot|\bno longer|\binstead of|\brather than|\bformerly)\s*$")
 _DEADLINE_WORDS = re.compile(r"(?i)\b(?:by|until|till|before|due|deadline)\W*$")
 _TOKEN = re.compile(r"[^\s]+")
-_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z']*")
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']*")  # RATE_CACHE_TTL is a word
 _KEYED_KINDS = frozenset({"amount", "date", "name"})  # semantic key; others keyed by value
 # Value-keyed kinds still take the label as key when the value is stated as the label's value
 # ("my email is X", "the config file is now Y"), so a correction labelled the same way supersedes.
@@ -88,15 +99,20 @@ _LABELLABLE_KINDS = frozenset({"email", "path", "url", "id"})
 _LINKED = re.compile(r"(?i)(?:\b(?:is|are)(?:\s+now)?|[:=]|\b(?:changed|moved|updated|switched|renamed)"
                      r"\s+to)\s*$")
 _ENUMERATION = re.compile(r"^\s*(?:[,;&/]|\b(?:and|or)\b)")  # "Files: a.py and b.py": a list, no key
+_HEDGEABLE = frozenset({"amount", "date"})  # a hedged value is a hypothesis, not a fact
+_CUE_WORDS = frozenset({"correction", "corrected", "actually", "update", "updated", "revised",
+                        "instead", "rather", "ruled", "discard", "discarded", "rejected", "cause",
+                        "hypothesis", "idea", "scrap", "abandon", "abandoned"})
 _ID_LABEL = re.compile(r"(?i)(?:number|no\.?|id|code|#)\s*(?:is|:|=)?\s*$")
 
 
 def extract_anchors(messages: Sequence[StoredMessage]) -> list[AnchorDraft]:
     """Anchor drafts for `messages`, in source order, without duplicates (kind, key, value)."""
+    mentioned = "\n".join(message_text(m.message) for m in messages if m.role in ("user", "assistant"))
     drafts: list[AnchorDraft] = []
     seen: set[tuple[str, str, str]] = set()
     for stored in messages:
-        for draft in _drafts_for(stored):
+        for draft in _drafts_for(stored, mentioned):
             ident = (draft.kind, draft.key, draft.value)
             if ident not in seen:
                 seen.add(ident)
@@ -104,20 +120,61 @@ def extract_anchors(messages: Sequence[StoredMessage]) -> list[AnchorDraft]:
     return drafts
 
 
-def _drafts_for(stored: StoredMessage) -> Iterator[AnchorDraft]:
+def _drafts_for(stored: StoredMessage, mentioned: str) -> Iterator[AnchorDraft]:
+    """Pinned text, then the message's anchors in text order (the store applies them in order)."""
     text = message_text(stored.message)
     if stored.pinned:
         yield _pinned_draft(stored, text)
-    if stored.role in ("user", "assistant"):
-        kinds = None
-    elif stored.role == "tool":
-        kinds = {"url", "email", "id", "path", "code", "ticket", "labelled"}
-        text = text[:TOOL_RESULT_SCAN_CHARS]
+    if stored.role == "tool":  # noisy listings: only ids, and paths someone actually named
+        found = [f for f in _scan(text[:TOOL_RESULT_SCAN_CHARS], TOOL_KINDS)
+                 if f[1] != "path" or f[3] in mentioned]
+        spans: list[Sentence] = []
+    elif stored.role in ("user", "assistant"):
+        spans = sentences(text)
+        found = _scan(text, None) + _sentence_anchors(spans)
     else:
         return
-    for kind, key, value in _scan(text, kinds):
-        yield AnchorDraft(kind=kind, key=key, value=value, source_message_id=stored.id,
-                          source_seq=stored.seq)
+    for start, kind, key, value in sorted(found, key=lambda f: f[0]):
+        sentence = sentence_at(spans, start)
+        if kind in _HEDGEABLE and sentence is not None and RULED_OUT.search(sentence.text):
+            continue  # a value named while ruling it out is not a fact
+        yield _draft(stored, kind, key, value, sentence)
+
+
+def _sentence_anchors(spans: list[Sentence]) -> list[tuple[int, str, str, str]]:
+    """Decisions and ruled-out statements: whole sentences, verbatim and bounded."""
+    found: list[tuple[int, str, str, str]] = []
+    for sentence in spans:
+        value = sentence.text[:DECISION_MAX_CHARS].rstrip()
+        if RULED_OUT.search(sentence.text):
+            found.append((sentence.start, "ruled_out", "ruled out: " + _value_key(value)[:80], value))
+        elif decision_in(sentence) is not None:
+            found.append((sentence.start, "decision", "decision: " + _value_key(value)[:80], value))
+    return found
+
+
+def _draft(stored: StoredMessage, kind: str, key: str, value: str,
+           sentence: Sentence | None) -> AnchorDraft:
+    """A plain draft, or a revision when its sentence corrects or rules something out."""
+    base = AnchorDraft(kind=kind, key=key, value=value, source_message_id=stored.id,
+                       source_seq=stored.seq)
+    if sentence is None:
+        return base
+    if kind == "ruled_out":
+        return RevisionDraft(**vars(base), action="retract", words=content_words(sentence.text),
+                             sentence=sentence.text)
+    if kind in _HEDGEABLE and HEDGE.search(sentence.text):
+        return replace(base, key="hypothesis: " + key)
+    if kind != "decision" and CORRECTION.search(sentence.text):
+        return RevisionDraft(**vars(base), action="correct", words=content_words(sentence.text),
+                             sentence=sentence.text)
+    return base
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-cased words of `text` that say what it is about (no stopwords, no cue words)."""
+    words = {t.lower() for t in re.findall(r"[A-Za-z][A-Za-z0-9_']+", text)}
+    return frozenset(w for w in words if w not in _STOPWORDS and w not in _CUE_WORDS and len(w) > 2)
 
 
 def _pinned_draft(stored: StoredMessage, text: str) -> AnchorDraft:
@@ -129,23 +186,22 @@ def _pinned_draft(stored: StoredMessage, text: str) -> AnchorDraft:
                        source_message_id=stored.id, source_seq=stored.seq)
 
 
-def _scan(text: str, kinds: set[str] | None) -> Iterator[tuple[str, str, str]]:
-    """(kind, key, value) for every non-overlapping match; earlier patterns claim spans first."""
+def _scan(text: str, kinds: frozenset[str] | None) -> list[tuple[int, str, str, str]]:
+    """(start, kind, key, value) of every non-overlapping match; earlier patterns claim spans first."""
     taken: list[tuple[int, int]] = []
+    found: list[tuple[int, str, str, str]] = []
     for kind, pattern, group in _PATTERNS:
         if kinds is not None and kind not in kinds:
             continue
         for match in pattern.finditer(text):
             start, end, value = _match_span(match, group)
-            if not value:
+            if not value or any(start < e and s < end for s, e in taken):
                 continue
-            if kind != "decision":  # a decision sentence may contain other anchors
-                if any(start < e and s < end for s, e in taken):
-                    continue
-                taken.append((start, end))
-            found = _classify(kind, text, start, value)
-            if found is not None:
-                yield found
+            taken.append((start, end))
+            classified = _classify(kind, text, start, value)
+            if classified is not None:
+                found.append((start, *classified))
+    return found
 
 
 def _match_span(match: re.Match[str], group: int) -> tuple[int, int, str]:
@@ -160,9 +216,6 @@ def _match_span(match: re.Match[str], group: int) -> tuple[int, int, str]:
 def _classify(kind: str, text: str, start: int, value: str) -> tuple[str, str, str] | None:
     """Final kind and key of a match, or None for a negated (superseded-in-text) value."""
     before = text[max(0, start - 120):start]
-    if kind == "decision":
-        value = value.strip()[:DECISION_MAX_CHARS]
-        return ("decision", "decision: " + _value_key(value)[:80], value)
     if _NEGATED.search(before):
         return None
     label = derive_key(before)
@@ -184,6 +237,8 @@ def _classify_id(kind: str, value: str, label: str, before: str,
     context = f"{label} {value}".lower()
     if "order" in context or value.upper().startswith(("ORD", "PO-")):
         final = "order"
+    elif "approv" in context or value.upper().startswith("APR"):
+        final = "approval"
     elif kind == "ticket" or re.search(r"ticket|issue|jira|bug", context):
         final = "ticket"
     else:
@@ -230,71 +285,3 @@ def _value_key(value: str) -> str:
     return re.sub(r"\s+", " ", value.strip().lower())
 
 
-# ---------------------------------------------------------------------------------------- rendering
-
-
-def _line(anchor: Anchor) -> str:
-    value = " / ".join(part.strip() for part in anchor.value.splitlines() if part.strip())
-    origin = f" (from message {anchor.source_message_id})" if anchor.source_message_id is not None else ""
-    return f"- [{anchor.kind}] {anchor.key}: {value}{origin}"
-
-
-def current_anchors(anchors: Sequence[Anchor]) -> list[Anchor]:
-    """Active anchors only, one per kind+key (the newest), in stable (source, id) order."""
-    latest: dict[tuple[str, str], Anchor] = {}
-    for anchor in sorted(anchors, key=_order):
-        if anchor.status == "active":
-            latest[(anchor.kind, anchor.key)] = anchor
-    return sorted(latest.values(), key=_order)
-
-
-def _order(anchor: Anchor) -> tuple[int, int]:
-    return (anchor.source_message_id if anchor.source_message_id is not None else -1, anchor.id)
-
-
-def _block(lines: Sequence[str], omitted: int) -> dict[str, Any]:
-    body = [ANCHOR_BLOCK_OPEN, ANCHOR_BLOCK_INTRO, *lines]
-    if omitted:
-        body.append(f"({omitted} older anchor{'s' if omitted != 1 else ''} left out to fit the budget)")
-    body.append(ANCHOR_BLOCK_CLOSE)
-    return {"role": "system", "content": "\n".join(body)}
-
-
-def render_anchor_block(anchors: Sequence[Anchor], *, max_tokens: int,
-                        counter: TokenCounter) -> dict[str, Any] | None:
-    """One system message with the current anchors, within `max_tokens`; None when nothing fits.
-
-    Byte-stable for the same anchors. Over budget: pinned anchors first, then the most recent; the
-    block says how many were left out.
-    """
-    ordered = current_anchors(anchors)
-    if not ordered:
-        return None
-    full = _block([_line(a) for a in ordered], 0)
-    if counter.count_message(full) <= max_tokens:
-        return full
-    kept = _fit(ordered, max_tokens, counter)
-    if not kept:
-        return None
-    block = _block([_line(a) for a in kept], len(ordered) - len(kept))
-    return block if counter.count_message(block) <= max_tokens else None
-
-
-def _fit(ordered: list[Anchor], max_tokens: int, counter: TokenCounter) -> list[Anchor]:
-    """Greedy selection by priority (pinned, then newest), checked against the real rendered size."""
-    priority = [a for a in reversed(ordered) if a.kind == "pinned"]
-    priority += [a for a in reversed(ordered) if a.kind != "pinned"]
-    overhead = counter.count_message(_block([], len(ordered)))
-    chosen: list[Anchor] = []
-    used = overhead
-    for anchor in priority:
-        cost = counter.count_text(_line(anchor) + "\n")
-        if used + cost <= max_tokens:
-            chosen.append(anchor)
-            used += cost
-    kept = sorted(chosen, key=_order)
-    while kept and counter.count_message(_block([_line(a) for a in kept], len(ordered) - len(kept))) \
-            > max_tokens:
-        unpinned = [a for a in kept if a.kind != "pinned"]
-        kept.remove(unpinned[0] if unpinned else kept[0])  # oldest unpinned goes first
-    return kept

@@ -1,35 +1,64 @@
-"""Anchor corrections: the newest value of a (kind, key) is active, older ones are superseded.
+"""Anchor corrections: the newest value of a fact is active, older ones are superseded (history kept).
 
-Drafts are applied in source order. An identical active value is not added twice. A different value
-supersedes the active one, unless the draft comes from an older message than the active anchor (a
-late extraction of an old turn): then it is stored already superseded, so history keeps both.
+Drafts are applied in order (source seq, then position). An identical active value is not added
+twice. A different value of the same kind+key supersedes the active one, unless the draft comes from
+an older message than the active anchor (a late extraction of an old turn): then it is stored already
+superseded, so history keeps both.
+
+A `RevisionDraft` comes from a sentence that corrects or rules out something (the extractor found
+the cue; the store resolves it against what is active, so it works across compaction steps):
+- `correct`: with no active anchor of the same kind+key, it supersedes the active anchor of the
+  same kind whose old value the sentence mentions, else whose key shares a word with the sentence,
+  and takes over that anchor's key.
+- `retract`: retractable anchors (amounts, dates, decisions) the sentence mentions (value, or key
+  words) are superseded by the ruling-out sentence itself, stored as a `ruled_out` anchor.
+Superseding a value also supersedes its duplicates (same kind, same value under another key) and
+decisions quoting it, so no stale copy stays current.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
 from store import rows
 from store.ingest import Runner
 from store.models import Anchor, AnchorDraft
 
-
-def _active(run: Runner, cid: str, draft: AnchorDraft) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = run(
-        "SELECT * FROM anchors WHERE tenant_id = :tenant AND conversation_id = :cid AND kind = :kind "
-        "AND key = :key AND status = 'active' ORDER BY id DESC LIMIT 1",
-        {"cid": cid, "kind": draft.kind, "key": draft.key}).fetchone()
-    return row
+RETRACTABLE_KINDS = frozenset({"amount", "date", "decision"})  # ideas and values, never identities
+_KEY_WORD = re.compile(r"[a-z][a-z0-9_']+")
 
 
-def _insert(run: Runner, cid: str, draft: AnchorDraft, superseded_by: int | None) -> int:
+@dataclass(frozen=True)
+class RevisionDraft(AnchorDraft):
+    """An anchor draft from a sentence carrying a correction or ruling-out cue."""
+
+    action: Literal["correct", "retract"] = "correct"
+    words: frozenset[str] = field(default_factory=frozenset)  # content words of the sentence
+    sentence: str = ""  # the sentence, verbatim
+
+
+def _active_rows(run: Runner, cid: str, kind: str | None = None) -> list[sqlite3.Row]:
+    sql = ("SELECT * FROM anchors WHERE tenant_id = :tenant AND conversation_id = :cid "
+           "AND status = 'active'" + (" AND kind = :kind" if kind is not None else "") + " ORDER BY id")
+    return list(run(sql, {"cid": cid, "kind": kind}).fetchall())
+
+
+def _same_key(run: Runner, cid: str, draft: AnchorDraft) -> sqlite3.Row | None:
+    return next((r for r in reversed(_active_rows(run, cid, draft.kind)) if r["key"] == draft.key), None)
+
+
+def _insert(run: Runner, cid: str, draft: AnchorDraft, superseded_by: int | None,
+            key: str | None = None) -> int:
     cur = run("INSERT INTO anchors (tenant_id, conversation_id, kind, key, value, source_message_id, "
               "source_seq, status, superseded_by, created_at) VALUES (:tenant, :cid, :kind, :key, :value, "
               ":source, :seq, :status, :by, :now)",
-              {"cid": cid, "kind": draft.kind, "key": draft.key, "value": draft.value,
-               "source": draft.source_message_id, "seq": draft.source_seq,
+              {"cid": cid, "kind": draft.kind, "key": draft.key if key is None else key,
+               "value": draft.value, "source": draft.source_message_id, "seq": draft.source_seq,
                "status": "active" if superseded_by is None else "superseded", "by": superseded_by,
                "now": time.time()})
     return int(cur.lastrowid or 0)
@@ -40,21 +69,89 @@ def _get(run: Runner, anchor_id: int) -> Anchor:
     return rows.anchor(row)
 
 
+def _mark(run: Runner, anchor_id: int, by: int) -> None:
+    run("UPDATE anchors SET status = 'superseded', superseded_by = :by WHERE tenant_id = :tenant "
+        "AND id = :id", {"by": by, "id": anchor_id})
+
+
+def _supersede(run: Runner, cid: str, old: sqlite3.Row, by: int) -> list[int]:
+    """Supersede `old` and the active copies of its value (same kind, or decisions quoting it)."""
+    gone = [int(old["id"])]
+    for row in _active_rows(run, cid):
+        if row["id"] == old["id"] or row["id"] == by or row["kind"] == "pinned":
+            continue
+        same = row["kind"] == old["kind"] and row["value"] == old["value"]
+        if same or (row["kind"] == "decision" and old["kind"] != "decision" and old["value"] in row["value"]):
+            gone.append(int(row["id"]))
+    for anchor_id in gone:
+        _mark(run, anchor_id, by)
+    return gone
+
+
+def key_words(key: str) -> set[str]:
+    """Words of an anchor key ("hypothesis:" and "decision:" prefixes are labels, not content)."""
+    return set(_KEY_WORD.findall(key.lower())) - {"hypothesis", "decision", "ruled", "out"}
+
+
+def _mentioned(row: sqlite3.Row, draft: RevisionDraft, min_shared: int) -> tuple[int, int] | None:
+    """How strongly the sentence points at `row`: (value mentioned, shared key words), or None."""
+    if row["value"] in draft.sentence:
+        return (1, 0)
+    shared = len(key_words(str(row["key"])) & draft.words)
+    return (0, shared) if shared >= min_shared else None
+
+
+def _correction_target(run: Runner, cid: str, draft: RevisionDraft) -> sqlite3.Row | None:
+    best: tuple[tuple[int, int, int], sqlite3.Row] | None = None
+    for row in _active_rows(run, cid, draft.kind):
+        score = _mentioned(row, draft, 1)
+        if score is None or row["source_seq"] > draft.source_seq:
+            continue
+        if best is None or (*score, row["id"]) > best[0]:
+            best = ((*score, int(row["id"])), row)
+    return None if best is None else best[1]
+
+
+def _apply(run: Runner, cid: str, draft: AnchorDraft, added: list[Anchor], gone: list[int]) -> None:
+    """One draft: plain same-key supersession, or a revision resolved against active anchors."""
+    if isinstance(draft, RevisionDraft) and draft.action == "retract":
+        _retract(run, cid, draft, added, gone)
+        return
+    active = _same_key(run, cid, draft)
+    key = None
+    if active is None and isinstance(draft, RevisionDraft):
+        active = _correction_target(run, cid, draft)
+        key = None if active is None else str(active["key"])
+    if active is not None and active["value"] == draft.value:
+        return
+    if active is not None and draft.source_seq >= 0 and active["source_seq"] > draft.source_seq:
+        gone.append(_insert(run, cid, draft, superseded_by=int(active["id"])))
+        return
+    new_id = _insert(run, cid, draft, superseded_by=None, key=key)
+    added.append(_get(run, new_id))
+    if active is not None:
+        gone += _supersede(run, cid, active, new_id)
+
+
+def _retract(run: Runner, cid: str, draft: RevisionDraft, added: list[Anchor], gone: list[int]) -> None:
+    """Supersede what the ruling-out sentence names; the sentence itself becomes the record."""
+    targets = [r for r in _active_rows(run, cid) if r["kind"] in RETRACTABLE_KINDS
+               and r["source_seq"] <= draft.source_seq
+               and _mentioned(r, draft, 2 if r["kind"] == "decision" else 1) is not None]
+    if not targets or _same_key(run, cid, draft) is not None:
+        return
+    new_id = _insert(run, cid, draft, superseded_by=None)
+    added.append(_get(run, new_id))
+    for row in targets:
+        if int(row["id"]) not in gone:  # a cascade may have superseded it already
+            gone += _supersede(run, cid, row, new_id)
+
+
 def upsert_anchors(run: Runner, cid: str, drafts: Sequence[AnchorDraft]) -> tuple[list[Anchor], list[Anchor]]:
     """Apply drafts inside the caller's transaction; return (added, superseded)."""
     added: list[Anchor] = []
-    superseded: list[Anchor] = []
-    for draft in sorted(drafts, key=lambda d: d.source_seq):
-        active = _active(run, cid, draft)
-        if active is not None and active["value"] == draft.value:
-            continue
-        if active is not None and draft.source_seq >= 0 and active["source_seq"] > draft.source_seq:
-            superseded.append(_get(run, _insert(run, cid, draft, superseded_by=active["id"])))
-            continue
-        new_id = _insert(run, cid, draft, superseded_by=None)
-        added.append(_get(run, new_id))
-        if active is not None:
-            run("UPDATE anchors SET status = 'superseded', superseded_by = :by WHERE tenant_id = :tenant "
-                "AND id = :id", {"by": new_id, "id": active["id"]})
-            superseded.append(_get(run, active["id"]))
-    return added, superseded
+    gone: list[int] = []
+    for draft in sorted(drafts, key=lambda d: d.source_seq):  # stable: keeps in-message order
+        _apply(run, cid, draft, added, gone)
+    unique = list(dict.fromkeys(gone))
+    return added, [_get(run, i) for i in unique]

@@ -60,10 +60,11 @@ def test_ordinary_text_has_no_anchors_and_system_is_skipped() -> None:
     assert found([("system", "Budget is $10 and my name is Sam Hill")]) == set()
 
 
-def test_tool_results_only_ids_and_paths() -> None:
-    got = found([("tool", "opened /var/log/app.log; total $999; id 123e4567-e89b-12d3-a456-426614174000")])
-    kinds = {k for k, _, _ in got}
-    assert kinds == {"path", "id"}
+def test_tool_results_only_ids_and_paths_someone_named() -> None:
+    result = "opened /var/log/app.log and /var/log/other.log; total $999; id 123e4567-e89b-12d3-a456-426614174000"
+    assert {k for k, _, _ in found([("tool", result)])} == {"id"}
+    got = found([("user", "Please read /var/log/app.log"), ("tool", result)])
+    assert {v for k, _, v in got if k == "path"} == {"/var/log/app.log"}
 
 
 def test_pinned_message_bounded() -> None:
@@ -86,12 +87,12 @@ def test_block_is_stable_and_shows_current_values() -> None:
     assert block is not None and block["role"] == "system"
     content = block["content"]
     assert content.startswith(ANCHOR_BLOCK_OPEN) and content.endswith(ANCHOR_BLOCK_CLOSE)
-    assert "- [amount] budget: $5,200 (from message 12)" in content and "$4,500" not in content
+    assert "- budget: $5,200 (msg 12)" in content and "$4,500" not in content
     assert render_anchor_block(list(reversed(anchors)), max_tokens=1000, counter=counter) == block
     assert render_anchor_block([], max_tokens=1000, counter=counter) is None
 
 
-def test_block_over_budget_keeps_pinned_then_newest() -> None:
+def test_block_over_budget_keeps_pinned_then_earliest() -> None:
     counter = TokenCounter.for_model("gpt-4o")
     anchors = [anchor(0, "pinned", "pinned:0", "Answer in French")]
     anchors += [anchor(i, "id", f"k{i}", f"VALUE-{i:04d} " + "word " * 10) for i in range(1, 40)]
@@ -99,5 +100,5 @@ def test_block_over_budget_keeps_pinned_then_newest() -> None:
     assert block is not None
     assert counter.count_message(block) <= 150
     content = block["content"]
-    assert "Answer in French" in content and "VALUE-0039" in content and "VALUE-0001" not in content
+    assert "Answer in French" in content and "VALUE-0001" in content and "VALUE-0039" not in content
     assert "left out" in content
