@@ -52,7 +52,8 @@ def test_chatter_is_not_a_decision(text: str) -> None:
     ("We decided to use Postgres.", "We decided to use Postgres"),
     ("Decision: switch the rounding mode to ROUND_HALF_EVEN in src/billing/invoice_v3.py.",
      "Decision: switch the rounding mode to ROUND_HALF_EVEN in src/billing/invoice_v3.py"),
-    ("Decision recorded: the fix ships in release 2.31.4.", "Decision recorded: the fix ships in release 2.31.4"),
+    ("Decision recorded: the fix ships in release 2.31.4.",
+     "Decision recorded: the fix ships in release 2.31.4"),
     ("Ok. Let's go with the blue theme.", "Let's go with the blue theme"),
     ("The refund of $1,249.50 was approved by Dana.", "The refund of $1,249.50 was approved by Dana"),
 ])

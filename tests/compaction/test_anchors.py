@@ -48,7 +48,7 @@ def test_correction_yields_same_kind_and_key_with_new_value() -> None:
         stored(1, "user", "Correction: the budget is $5,200, not $4,500. Actually the deadline moved "
                           "to 2026-04-02."),
     ])
-    by_key = {(d.kind, d.key): [] for d in drafts}
+    by_key: dict[tuple[str, str], list[tuple[int, str]]] = {(d.kind, d.key): [] for d in drafts}
     for d in drafts:
         by_key[(d.kind, d.key)].append((d.source_seq, d.value))
     assert by_key[("amount", "budget")] == [(0, "$4,500"), (1, "$5,200")]
@@ -61,7 +61,8 @@ def test_ordinary_text_has_no_anchors_and_system_is_skipped() -> None:
 
 
 def test_tool_results_only_ids_and_paths_someone_named() -> None:
-    result = "opened /var/log/app.log and /var/log/other.log; total $999; id 123e4567-e89b-12d3-a456-426614174000"
+    result = ("opened /var/log/app.log and /var/log/other.log; total $999; "
+              "id 123e4567-e89b-12d3-a456-426614174000")
     assert {k for k, _, _ in found([("tool", result)])} == {"id"}
     got = found([("user", "Please read /var/log/app.log"), ("tool", result)])
     assert {v for k, _, v in got if k == "path"} == {"/var/log/app.log"}
