@@ -74,8 +74,6 @@ def test_150_turns_12k_window_every_request_fits_and_pairs(long_replay: Conversa
     assert report.final_compression_ratio > 3
 
 
-@pytest.mark.xfail(reason="engine drops early anchors (anchor block capped, crowded by 'agreed' decisions); "
-                          "see the eval report", strict=False)
 def test_150_turns_12k_window_every_planted_fact_is_in_final_context(
         long_replay: ConversationReport) -> None:
     facts = long_replay.facts
