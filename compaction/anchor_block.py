@@ -48,7 +48,10 @@ def anchor_line(anchor: Anchor) -> str:
     """`- label: value (msg N)`, the value verbatim on one line."""
     value = " / ".join(part.strip() for part in anchor.value.splitlines() if part.strip())
     origin = f" (msg {anchor.source_message_id})" if anchor.source_message_id is not None else ""
-    return f"- {_label(anchor)}: {value}{origin}"
+    label = _label(anchor)
+    if value.lower().startswith(label):  # "Decision: ..." already says what it is
+        return f"- {value}{origin}"
+    return f"- {label}: {value}{origin}"
 
 
 def _order(anchor: Anchor) -> tuple[int, int]:
