@@ -45,6 +45,7 @@ class _Outcome:
     events: tuple[CompactionEvent, ...]
     waited: bool
     forced: bool
+    view_version: int  # the newest persisted view when the plan was made (recorded with it)
 
 
 class Engine:
@@ -117,7 +118,8 @@ class Engine:
                               client_tools)
 
     async def _fit(self, ctx: RequestContext) -> _Outcome:
-        plan = plan_for(ctx, self._load(ctx))
+        wv = self._load(ctx)
+        plan = plan_for(ctx, wv)
         events: list[CompactionEvent] = []
         waited = False
         if plan.tokens > ctx.budget.total and ctx.turn.settings.enabled:
@@ -133,7 +135,7 @@ class Engine:
                     plan = plan_for(ctx, wv)
         plan, forced = truncate.fit(plan, ctx.counter.count_message, ctx.counter.count_text,
                                     ctx.expand_tool)
-        return _Outcome(plan, tuple(events), waited or bool(events), forced)
+        return _Outcome(plan, tuple(events), waited or bool(events), forced, wv.latest_version)
 
     def _load(self, ctx: RequestContext) -> WorkingView:
         return workview.load(ctx.tenant, ctx.conversation_id, last_seq=ctx.last_seq,
@@ -152,12 +154,12 @@ class Engine:
                 prepared, self.settings.recall):
             # Budgeted for, but not sent this turn (nothing hidden): count only what is forwarded.
             plan = replace(plan, tools_tokens=ctx.client_tools_tokens)
-            prepared = replace(prepared, tokens_forwarded=plan.tokens, occupancy=_occupancy(plan))
-        view = ctx.tenant.view(ctx.conversation_id)
+        occupancy = _occupancy(plan)
         rec = ForwardedRecord(ctx.conversation_id, prefix_hashes(plan.messages), ctx.tokens_received,
-                              plan.tokens, ctx.budget.total, plan.occupancy.as_dict(), compacted,
-                              view.version if view else 0)
-        return replace(prepared, prefix_stable=ctx.tenant.record_forwarded(rec))
+                              plan.tokens, ctx.budget.total, occupancy.as_dict(), compacted,
+                              out.view_version)
+        return replace(prepared, tokens_forwarded=plan.tokens, occupancy=occupancy,
+                       prefix_stable=ctx.tenant.record_forwarded(rec))
 
     def _tools_tokens(self, turn: ChatTurn, counter: TokenCounter, client_tools: int) -> int:
         """Tool schemas in the budget: the client's, plus the recall tools whenever this request may

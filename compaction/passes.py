@@ -273,7 +273,7 @@ def _apply(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...],
     new = replace(wv, entries=tuple(entries), summaries={**wv.summaries, record.id: record},
                   anchor_ids=anchor_ids)
     view = ctx.tenant.save_view(ContextView(wv.conversation_id, 0, new.items(), wv.last_seq, anchor_ids))
-    return replace(new, view=view)
+    return replace(new, view=view, latest_version=view.version)
 
 
 def _ms(started: float) -> float:

@@ -30,6 +30,8 @@ class WorkingView:
     last_seq: int
     view: ContextView | None = None
     anchor_ids: tuple[int, ...] = field(default=())
+    # Version of the newest persisted view, also when `view` is not used (regenerated reply).
+    latest_version: int = 0
 
     def items(self) -> tuple[ViewItem, ...]:
         return tuple(ViewItem(e.kind, e.ref) for e in self.entries)
@@ -50,6 +52,7 @@ def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
     by_seq = {m.seq: m for m in stored}
     top = max(by_seq, default=-1)
     view = tenant.view(conversation_id)
+    latest_version = view.version if view is not None else 0
     if view is not None and view.covered_through_seq > top:
         view = None  # the request is shorter than the view (a regenerated reply): start raw
     summaries = {s.id: s for s in tenant.summaries(conversation_id)} if view else {}
@@ -62,7 +65,7 @@ def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
     entries = build_entries(items, render, count)
     system = tuple(m for m in stored if m.role in SYSTEM_ROLES)
     return WorkingView(conversation_id, by_seq, summaries, tuple(entries), system, top, view,
-                       view.anchor_ids if view else ())
+                       view.anchor_ids if view else (), latest_version)
 
 
 def build_entries(items: Sequence[StoredMessage | SummaryRecord], render: RenderSummary,

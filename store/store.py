@@ -140,14 +140,15 @@ class TenantStore:
     def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int) -> StoredMessage:
         """Store the provider's reply as the next message (source='reply'), continuing the chain."""
         with self._tx():
-            conv = self.conversation(conversation_id)
-            last = self._run("SELECT chain_hash FROM messages WHERE tenant_id = :tenant AND "
-                             "conversation_id = :cid ORDER BY seq DESC LIMIT 1",
-                             {"cid": conversation_id}).fetchone()
+            # One indexed lookup for the next seq and the chain to continue (the last message).
+            tip = self._one("SELECT c.message_count, m.chain_hash FROM conversations c LEFT JOIN "
+                            "messages m ON m.conversation_id = c.id AND m.seq = c.message_count - 1 "
+                            "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": conversation_id},
+                            f"conversation {conversation_id!r}")
             body = canonical_bodies([message])[0]
-            pair = (chain_from_bodies([body], last[0] if last else "")[0], body_hash(body))
+            pair = (chain_from_bodies([body], tip[1] or "")[0], body_hash(body))
             now = time.time()
-            stored = ingest_mod.insert_message(self._run, conversation_id, conv.message_count, message,
+            stored = ingest_mod.insert_message(self._run, conversation_id, tip[0], message,
                                                token_count, pair, "reply", now)
             self._run("UPDATE conversations SET message_count = message_count + 1, updated_at = :now "
                       "WHERE tenant_id = :tenant AND id = :cid", {"now": now, "cid": conversation_id})
@@ -271,10 +272,13 @@ class TenantStore:
 
     def view(self, conversation_id: str) -> ContextView | None:
         """The latest persisted view, or None before the first compaction."""
-        self.conversation(conversation_id)
-        row = self._run("SELECT * FROM views WHERE tenant_id = :tenant AND conversation_id = :cid "
-                        "ORDER BY version DESC LIMIT 1", {"cid": conversation_id}).fetchone()
-        return rows.view(row) if row else None
+        # One statement checks the conversation and fetches its newest view (every request does).
+        row = self._one("SELECT v.* FROM conversations c LEFT JOIN views v ON v.conversation_id = c.id "
+                        "AND v.version = (SELECT version FROM views WHERE tenant_id = c.tenant_id AND "
+                        "conversation_id = c.id ORDER BY version DESC LIMIT 1) "
+                        "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": conversation_id},
+                        f"conversation {conversation_id!r}")
+        return rows.view(row) if row["version"] is not None else None
 
     def save_view(self, view: ContextView) -> ContextView:
         """Persist a new version (previous + 1, whatever `view.version` says)."""
@@ -328,12 +332,14 @@ class TenantStore:
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
         """Store it; True when the previous forwarded prefix is a prefix of this one (None if first)."""
         with self._tx():
-            self.conversation(rec.conversation_id)
-            last = self._run("SELECT prefix_hashes_json FROM forwarded WHERE tenant_id = :tenant AND "
-                             "conversation_id = :cid ORDER BY id DESC LIMIT 1",
-                             {"cid": rec.conversation_id}).fetchone()
+            # One statement checks the conversation and fetches the previous forwarded prefix.
+            last = self._one("SELECT f.prefix_hashes_json FROM conversations c LEFT JOIN forwarded f ON "
+                             "f.id = (SELECT id FROM forwarded WHERE tenant_id = c.tenant_id AND "
+                             "conversation_id = c.id ORDER BY id DESC LIMIT 1) "
+                             "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
+                             f"conversation {rec.conversation_id!r}")
             extends: bool | None = None
-            if last is not None:
+            if last[0] is not None:
                 previous = json.loads(last[0])
                 extends = list(rec.prefix_hashes[: len(previous)]) == previous
             self._run("INSERT INTO forwarded (tenant_id, conversation_id, prefix_hashes_json, "
