@@ -6,12 +6,15 @@ engine, metrics registry and logger, and closes them on shutdown (engine first, 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from config.errors import CtxProxyError
 from config.settings import Settings
 from proxy import appkeys, handlers_chat, handlers_meta
 from proxy.handlers_context import setup_context_routes
@@ -26,6 +29,7 @@ from proxy.windows import WindowResolver
 EngineFactory = Callable[[Any, Settings, Metrics, Any], Any]  # (store, settings, metrics, logger)
 CONNECTOR_LIMIT = 512  # concurrent upstream connections (streams hold one each)
 KEEPALIVE_S = 60.0
+CHECKPOINT_INTERVAL_S = 5.0  # WAL folded into the database file off the request path
 
 
 def default_engine(store: Any, settings: Settings, metrics: Metrics, logger: Any) -> Any:
@@ -77,12 +81,27 @@ def _observability(settings: Settings, stream: Any) -> Callable[[web.Application
 async def _store(app: web.Application) -> AsyncIterator[None]:
     from store.store import Store
 
-    store = Store.open(app[appkeys.SETTINGS].store)
+    store = Store.open(app[appkeys.SETTINGS].store, autocheckpoint=False)
     app[appkeys.STORE] = store
+    checkpoints = asyncio.create_task(_checkpoint_periodically(store, app[appkeys.LOGGER]))
     try:
         yield
     finally:
+        checkpoints.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await checkpoints
+        await asyncio.to_thread(store.checkpoint)
         store.close()
+
+
+async def _checkpoint_periodically(store: Any, logger: Any) -> None:
+    """WAL checkpoints in a worker thread, so no request's commit pays for syncing the file."""
+    while True:
+        await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+        try:
+            await asyncio.to_thread(store.checkpoint)
+        except CtxProxyError as exc:  # a busy store retries at the next tick
+            logger.warning("store.checkpoint_failed", error=exc.message)
 
 
 def client_session(settings: Settings) -> aiohttp.ClientSession:

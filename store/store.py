@@ -30,7 +30,7 @@ from store import ingest as ingest_mod
 from store import rows
 from store import search as search_mod
 from store.anchors import upsert_anchors
-from store.db import open_database, transaction
+from store.db import checkpoint, open_database, transaction
 from store.identity import body_hash, canonical_bodies, chain_from_bodies
 from store.models import (
     Anchor,
@@ -55,18 +55,26 @@ _CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "fo
 class Store:
     """Owns the connection, the tenant secret, and hands out TenantStores."""
 
-    def __init__(self, db: sqlite_utils.Database, tenant_secret: str) -> None:
+    def __init__(self, db: sqlite_utils.Database, tenant_secret: str, settings: StoreSettings) -> None:
         self.db = db
+        self.settings = settings
         self.conn: sqlite3.Connection = db.conn
         self.lock = threading.RLock()
         self._secret = tenant_secret
 
     @classmethod
-    def open(cls, settings: StoreSettings) -> Store:
-        """Open or create the database, migrate it, and load (or create once) the tenant secret."""
-        db = open_database(settings.path, settings.busy_timeout_ms)
+    def open(cls, settings: StoreSettings, *, autocheckpoint: bool = True) -> Store:
+        """Open or create the database, migrate it, and load (or create once) the tenant secret.
+
+        A server passes `autocheckpoint=False` and calls `checkpoint()` periodically off the loop.
+        """
+        db = open_database(settings.path, settings.busy_timeout_ms, autocheckpoint=autocheckpoint)
         secret = settings.tenant_secret or _stored_secret(db.conn)
-        return cls(db, secret)
+        return cls(db, secret, settings)
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the database file (thread-safe: uses its own connection)."""
+        checkpoint(self.settings.path, self.settings.busy_timeout_ms)
 
     def close(self) -> None:
         with self.lock:
