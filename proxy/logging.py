@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging as std_logging
 import sys
 from collections.abc import MutableMapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, TextIO
 
 import structlog
@@ -76,4 +77,5 @@ class RequestRecord:
     error_code: str | None = None
 
     def fields(self) -> dict[str, Any]:
-        return asdict(self)
+        """Shallow copy (every field is a scalar; `asdict`'s deep copy costs ~0.1 ms a request)."""
+        return {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
