@@ -3,8 +3,9 @@
 Order of the forwarded list: the client's system/developer messages (raw, from the request body,
 original order; system messages ending the request stay last), then the anchor block (one system
 message), then the working view (stored summaries rendered as messages, raw messages taken from the
-request body with `pinned` stripped), newest last. When nothing is compacted (no summary, no anchor block) the request body is forwarded
-in its original order, so a mid-conversation system message stays where the client put it.
+request body with `pinned` stripped), newest last. When nothing is compacted (no summary, no anchor
+block) the request body is forwarded in its original order, so a mid-conversation system message
+stays where the client put it.
 
 Token counts come from the cache (StoredMessage.token_count for messages, one count per rendered
 summary); stored messages are never recounted.
