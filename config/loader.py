@@ -34,6 +34,7 @@ from config.settings import (
 ENV_PREFIX = "CTXPROXY_"
 ENV_CONFIG = "CTXPROXY_CONFIG"
 ENV_REF = "os.environ/"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 SECTIONS: dict[str, type[Any]] = {
     "compaction": CompactionSettings,
@@ -69,7 +70,6 @@ def load_settings(path: str | None, env: Mapping[str, str]) -> Settings:
     unknown = set(raw) - {"model_list", *SECTIONS}
     if unknown:
         raise ConfigError(_unknown_msg(sorted(unknown)[0], "", ["model_list", *SECTIONS]))
-    _build(raw, env)  # structure first, so a typo is reported before a missing variable
     return _build(_resolve_env_refs(raw, "", env), env)
 
 
@@ -109,6 +109,19 @@ def _read_yaml(path: str) -> Any:
     return {} if data is None else data
 
 
+class _EnvText(str):
+    """A value read through `os.environ/NAME`: parsed like an env override for typed fields."""
+
+    __slots__ = ("var",)
+    var: str
+
+
+def _env_text(value: str, var: str) -> _EnvText:
+    text = _EnvText(value)
+    text.var = var
+    return text
+
+
 def _resolve_env_refs(value: Any, where: str, env: Mapping[str, str]) -> Any:
     """Replace every `os.environ/NAME` string by the variable's value (missing: ConfigError)."""
     if isinstance(value, dict):
@@ -119,7 +132,7 @@ def _resolve_env_refs(value: Any, where: str, env: Mapping[str, str]) -> Any:
         name = value[len(ENV_REF):]
         if name not in env:
             raise ConfigError(f"{where}: environment variable {name} is not set")
-        return env[name]
+        return _env_text(env[name], name)
     return value
 
 
@@ -195,6 +208,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if optional:
             return None
         raise ConfigError(f"{where}: expected {_type_word(base)}, got null")
+    if isinstance(value, _EnvText) and base is not str:
+        return _parse_env(value, tp, f"{where} (from environment variable {value.var})")
     if base is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     origin = typing.get_origin(base) or base
@@ -279,6 +294,23 @@ def _validate(settings: Settings) -> None:
     for name in ("upstream_timeout_s", "upstream_connect_timeout_s"):
         if getattr(server, name) <= 0:
             raise ConfigError(f"server.{name}: must be > 0")
+    if server.log_level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"server.log_level: must be one of {', '.join(LOG_LEVELS)}, "
+                          f"got {server.log_level!r}")
+    _validate_ranges(settings)
+
+
+def _validate_ranges(settings: Settings) -> None:
+    """Numeric knobs outside their sane range are errors naming the key."""
+    checks = (("recall.max_rounds", settings.recall.max_rounds, 0, 10),
+              ("recall.search_limit", settings.recall.search_limit, 1, 100),
+              ("summarizer.timeout_s", settings.summarizer.timeout_s, 0.001, 3_600),
+              ("summarizer.breaker_failures", settings.summarizer.breaker_failures, 1, 1_000),
+              ("summarizer.breaker_reset_s", settings.summarizer.breaker_reset_s, 0.001, 86_400),
+              ("store.busy_timeout_ms", settings.store.busy_timeout_ms, 0, 600_000))
+    for key, value, low, high in checks:
+        if not low <= value <= high:
+            raise ConfigError(f"{key}: must be between {low:g} and {high:g}, got {value}")
 
 
 def _unknown_msg(key: str, where: str, known: list[str]) -> str:

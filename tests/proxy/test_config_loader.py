@@ -84,11 +84,30 @@ def test_no_file_gives_defaults() -> None:
      "model_list[0].compaction.fresh_tail: unknown key"),
     ("compaction:\n  target_token_percent: 90\n", "compaction.target_token_percent: must be below"),
     ("- a\n- b\n", "top level must be a mapping"),
+    ("server:\n  log_level: verbose\n", "server.log_level: must be one of debug, info"),
+    ("recall:\n  max_rounds: 50\n", "recall.max_rounds: must be between 0 and 10, got 50"),
+    ("recall:\n  search_limit: 0\n", "recall.search_limit: must be between 1 and 100, got 0"),
+    ("summarizer:\n  timeout_s: 0\n", "summarizer.timeout_s: must be between"),
+    ("summarizer:\n  breaker_failures: 0\n", "summarizer.breaker_failures: must be between"),
 ])
 def test_errors_name_the_key_path(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(write(tmp_path, text), {})
     assert message in err.value.message
+
+
+def test_env_references_fill_typed_fields(tmp_path: Path) -> None:
+    text = "server:\n  port: os.environ/PORT\n  upstream_timeout_s: os.environ/TIMEOUT\n" \
+           "compaction:\n  background: os.environ/BACKGROUND\n"
+    s = load_settings(write(tmp_path, text), {"PORT": "9090", "TIMEOUT": "12.5", "BACKGROUND": "off"})
+    assert (s.server.port, s.server.upstream_timeout_s, s.compaction.background) == (9090, 12.5, False)
+
+
+def test_env_reference_with_a_bad_value_names_key_and_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, "server:\n  port: os.environ/PORT\n"), {"PORT": "eighty"})
+    assert err.value.message == ("server.port (from environment variable PORT): expected an integer, "
+                                 "got 'eighty'")
 
 
 def test_missing_env_reference_names_key_and_variable(tmp_path: Path) -> None:
