@@ -8,7 +8,6 @@ called exactly as documented with `max_tokens=budget`.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,15 +48,7 @@ def trim_messages(history: Sequence[Message], budget: int, counter: Counter,
     litellm counts with its own tokenizer; the checks recount with ctxproxy's, so a disagreement
     shows up as an over-budget request, as it would in production.
     """
-    litellm = llm.get_litellm()
-    from litellm.utils import trim_messages as litellm_trim
-
-    trimmed = litellm_trim(copy.deepcopy(list(history)), model=model, max_tokens=budget)
-    if isinstance(trimmed, tuple):  # return_response_tokens=True shape; not requested, be safe
-        trimmed = trimmed[0]
-    del litellm
-    return [dict(m) for m in trimmed]
-
+    return llm.trim_messages(list(history), model=model, max_tokens=budget)
 
 BASELINES: dict[str, Strategy] = {
     "passthrough": passthrough,

@@ -8,6 +8,7 @@ stays cheap and offline.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 from functools import lru_cache
@@ -110,3 +111,12 @@ def response_text(response: Any) -> str:
     except (AttributeError, IndexError, KeyError, TypeError):
         return ""
     return content if isinstance(content, str) else ""
+
+
+def trim_messages(messages: list[dict[str, Any]], *, model: str, max_tokens: int) -> list[dict[str, Any]]:
+    """litellm's own `trim_messages`, called as documented (the baseline ctxproxy is compared with)."""
+    trimmed = get_litellm().utils.trim_messages(copy.deepcopy(messages), model=model,
+                                                max_tokens=max_tokens)
+    if isinstance(trimmed, tuple):  # the `return_response_tokens=True` shape
+        trimmed = trimmed[0]
+    return [dict(m) for m in trimmed]

@@ -7,7 +7,6 @@ untouched (it counts with litellm's tokenizer; the figures recount with ctxproxy
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Protocol
 
 from compaction import llm
@@ -41,10 +40,4 @@ def sliding_window(history: list[JSON], budget: int, counter: Counts, tools_toke
 def trim_messages(history: list[JSON], budget: int, model: str) -> list[JSON]:
     """litellm's trim_messages; assistant tool-call messages get `content: None` as clients send it."""
     history = [{"content": None, **m} if m.get("role") == "assistant" else m for m in history]
-    llm.get_litellm()  # prepares the offline environment before litellm is imported
-    from litellm.utils import trim_messages as litellm_trim
-
-    trimmed = litellm_trim(copy.deepcopy(history), model=model, max_tokens=budget)
-    if isinstance(trimmed, tuple):
-        trimmed = trimmed[0]
-    return [dict(m) for m in trimmed]
+    return llm.trim_messages(history, model=model, max_tokens=budget)
