@@ -44,3 +44,38 @@ def test_anchors_count_as_sources_and_header_is_ignored() -> None:
     summary = '<ctxproxy:summary id="sum_abc123def456" depth="0" messages="12-31">\nBudget is $5,200.'
     assert not verify_summary(summary, SOURCES, "").ok
     assert verify_summary(summary, SOURCES, "- [amount] budget: $5,200 (from message 7)").ok
+
+
+@pytest.mark.parametrize(("invention", "fact"), [
+    ("- Bob approved the refund.", "bob"),
+    ("Next steps: Zoe calls the bank.", "zoe"),
+    ("Ed will pay the invoice.", "ed"),
+    ("The order went to McDonald for review.", "mcdonald"),
+    ("Paid in EUR after NASA signed off.", "eur"),
+    ("Paid in EUR after NASA signed off.", "nasa"),
+    ("1. Sam owns the migration.", "sam"),
+    ("Decision: Kim approved it.", "kim"),
+])
+def test_invented_name_at_line_or_sentence_start_rejected(invention: str, fact: str) -> None:
+    result = verify_summary(f"{FAITHFUL}\n{invention}", SOURCES, "")
+    assert not result.ok and fact in result.rejected_facts
+
+
+@pytest.mark.parametrize("line", [
+    "- Bruno approved the order.",  # a source name at a line start
+    "Contact ana@x.com again.",  # a sentence-start word whose lowercase form is in the sources
+    "Next steps: Use Postgres.",  # common words after a colon
+    "- Shipped by 2026-03-15; Souza agreed.",
+])
+def test_sentence_start_words_from_sources_or_common_pass(line: str) -> None:
+    result = verify_summary(f"{FAITHFUL}\n{line}", SOURCES, "")
+    assert result.ok, result.rejected_facts
+
+
+@pytest.mark.parametrize(("sources", "summary"), [
+    ("Ed pays the invoice on Monday.", "- Ed pays the invoice."),
+    ("Convert the total to eur before NASA reviews it.", "- Convert to EUR before NASA reviews."),
+    ("Lunch at McDonald with GitHub people.", "- Lunch at McDonald (GitHub)."),
+])
+def test_short_names_acronyms_and_camelcase_found_in_sources_pass(sources: str, summary: str) -> None:
+    assert verify_summary(summary, sources, "").ok
