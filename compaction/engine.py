@@ -31,6 +31,7 @@ from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, Occupancy, PreparedRequest, Summarizer, SummarizerChoice
 from compaction.view_plan import RequestContext, measure_stored, plan_for
 from compaction.workview import WorkingView
+from config.errors import StoreError
 from config.settings import LOCAL_EXTRACTIVE, Settings
 from store.models import CompactionEvent, ForwardedRecord
 from store.store import Store
@@ -78,11 +79,15 @@ class Engine:
         return self._record(ctx, outcome)
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
-        """Store the provider's reply (counted once with the conversation model's tokenizer)."""
+        """Store the provider's reply to the request's last message (counted once with the
+        conversation model's tokenizer); a regenerated reply branches there (store/reply.py)."""
+        if prepared.last_seq is None:
+            raise StoreError("internal: a prepared request without its last message seq")
         clean = strip_private_fields(message)
         tenant = self.store.for_tenant(turn.tenant_id)
         tenant.append_reply(prepared.conversation_id, clean,
-                            TokenCounter.for_model(turn.model).count_message(clean))
+                            TokenCounter.for_model(turn.model).count_message(clean),
+                            parent_seq=prepared.last_seq, parent_chain=prepared.last_chain_hash)
 
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
         """Schedule a threshold compaction step when due; True when one was scheduled."""
@@ -149,7 +154,9 @@ class Engine:
         prepared = PreparedRequest(ctx.conversation_id, plan.messages, tuple(ctx.turn.tools),
                                    ctx.tokens_received, plan.tokens, ctx.budget.total, compacted,
                                    plan.summary_ids, _occupancy(plan), out.waited, out.forced, None,
-                                   out.events, recall_offered=ctx.turn.offer_recall)
+                                   out.events, recall_offered=ctx.turn.offer_recall,
+                                   last_seq=ctx.last_seq,
+                                   last_chain_hash=ctx.ingest.messages[-1].chain_hash)
         if plan.tools_tokens != ctx.client_tools_tokens and not recall.should_offer(
                 prepared, self.settings.recall):
             # Budgeted for, but not sent this turn (nothing hidden): count only what is forwarded.

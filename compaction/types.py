@@ -81,6 +81,10 @@ class PreparedRequest:
     prefix_stable: bool | None  # extends the previous forwarded request (None: first turn)
     events: tuple[CompactionEvent, ...] = ()  # synchronous compaction steps of this turn
     recall_offered: bool = False  # the turn's offer_recall: hints were rendered for the recall tools
+    # The request's last stored message (seq and chain hash): the reply answers it (a regenerated
+    # reply branches there instead of following an older reply).
+    last_seq: int | None = None
+    last_chain_hash: str | None = None
 
 
 @dataclass(frozen=True)

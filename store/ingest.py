@@ -77,7 +77,7 @@ def _match_by_chain(run: Runner, hashes: list[str]) -> _Match:
     return _Match(None, 0)
 
 
-def _insert_conversation(run: Runner, model: str, external_id: str | None,
+def insert_conversation(run: Runner, model: str, external_id: str | None,
                          forked_from: str | None, now: float) -> sqlite3.Row:
     cid = new_conversation_id()
     run("INSERT INTO conversations (id, tenant_id, model, external_id, forked_from, message_count, "
@@ -141,10 +141,10 @@ def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, exter
     stored_len = conv["message_count"] if conv is not None else 0
     if conv is not None and keep < stored_len and keep < len(messages):
         forked = external_id is not None or not _only_system(messages, keep)
-        conv = _insert_conversation(run, model, external_id, conv["id"] if forked else None, now)
+        conv = insert_conversation(run, model, external_id, conv["id"] if forked else None, now)
         keep = 0
     elif conv is None:
-        conv = _insert_conversation(run, model, external_id, None, now)
+        conv = insert_conversation(run, model, external_id, None, now)
     stored = _stored_prefix(run, conv["id"], messages, keep) if keep else []
     for seq in range(keep, len(messages)):
         stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),

@@ -27,11 +27,11 @@ from config.errors import NotFoundError, StoreError
 from config.settings import StoreSettings
 from store import expand as expand_mod
 from store import ingest as ingest_mod
+from store import reply as reply_mod
 from store import rows
 from store import search as search_mod
 from store.anchors import upsert_anchors
 from store.db import checkpoint, open_database, transaction
-from store.identity import body_hash, canonical_bodies, chain_from_bodies
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -145,22 +145,16 @@ class TenantStore:
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
                                      count_tokens=count_tokens)
 
-    def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int) -> StoredMessage:
-        """Store the provider's reply as the next message (source='reply'), continuing the chain."""
+    def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
+                     parent_seq: int, parent_chain: str | None = None) -> StoredMessage:
+        """Store the provider's reply (source='reply') to the request whose last message is
+        `parent_seq` (its chain hash `parent_chain`, checked when given): appended at the tip, not
+        written again when already stored, else a new branch (store/reply.py)."""
         with self._tx():
-            # One indexed lookup for the next seq and the chain to continue (the last message).
-            tip = self._one("SELECT c.message_count, m.chain_hash FROM conversations c LEFT JOIN "
-                            "messages m ON m.conversation_id = c.id AND m.seq = c.message_count - 1 "
-                            "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": conversation_id},
-                            f"conversation {conversation_id!r}")
-            body = canonical_bodies([message])[0]
-            pair = (chain_from_bodies([body], tip[1] or "")[0], body_hash(body))
-            now = time.time()
-            stored = ingest_mod.insert_message(self._run, conversation_id, tip[0], message,
-                                               token_count, pair, "reply", now)
-            self._run("UPDATE conversations SET message_count = message_count + 1, updated_at = :now "
-                      "WHERE tenant_id = :tenant AND id = :cid", {"now": now, "cid": conversation_id})
-            return stored
+            conv = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
+                             {"cid": conversation_id}, f"conversation {conversation_id!r}")
+            return reply_mod.append_reply(self._run, conv, message, token_count,
+                                          parent_seq=parent_seq, parent_chain=parent_chain)
 
     def conversation(self, conversation_id: str) -> Conversation:
         row = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",

@@ -31,11 +31,15 @@ class PassthroughEngine:
             conversation_id=result.conversation.id, messages=forwarded, tools=turn.tools,
             tokens_received=tokens, tokens_forwarded=tokens, budget=turn.context_window,
             compacted=False, summary_ids=(), occupancy=Occupancy(fresh_tail=tokens),
-            waited_on_summarizer=False, forced_truncation=False, prefix_stable=None)
+            waited_on_summarizer=False, forced_truncation=False, prefix_stable=None,
+            last_seq=result.messages[-1].seq, last_chain_hash=result.messages[-1].chain_hash)
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
         self.replies.append(message)
-        self.store.for_tenant(turn.tenant_id).append_reply(prepared.conversation_id, message, 1)
+        assert prepared.last_seq is not None
+        self.store.for_tenant(turn.tenant_id).append_reply(
+            prepared.conversation_id, message, 1, parent_seq=prepared.last_seq,
+            parent_chain=prepared.last_chain_hash)
 
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> None:
         self.after_turns += 1

@@ -34,7 +34,7 @@ def test_ten_turns_of_full_resend_store_each_message_once(
         assert result.new_count == (2 if turn == 0 else 1)
         assert [m.seq for m in result.messages] == list(range(len(msgs)))
         reply = {"role": "assistant", "content": f"answer {turn}"}
-        alice.append_reply(result.conversation.id, reply, token_count=5)
+        alice.append_reply(result.conversation.id, reply, token_count=5, parent_seq=len(msgs) - 1)
         msgs.append(_sdk_echo(reply))  # next resend carries SDK noise on the reply
         conversation_ids.add(result.conversation.id)
     assert len(conversation_ids) == 1
@@ -113,7 +113,8 @@ def test_external_id_path(alice: TenantStore, counter: TokenCounter) -> None:
 def test_reply_with_sdk_noise_and_text_parts_matches(alice: TenantStore, counter: TokenCounter) -> None:
     msgs = history(1)
     conv = alice.ingest(msgs, model="m", external_id=None, count_tokens=counter).conversation
-    reply = alice.append_reply(conv.id, {"role": "assistant", "content": "Here it is.", "refusal": None}, 4)
+    reply = alice.append_reply(conv.id, {"role": "assistant", "content": "Here it is.", "refusal": None}, 4,
+                               parent_seq=len(msgs) - 1)
     assert reply.source == "reply" and reply.seq == len(msgs)
     assert reply.message == {"role": "assistant", "content": "Here it is.", "refusal": None}  # lossless
     echoed = {"role": "assistant", "content": [{"type": "text", "text": "Here it is."}], "annotations": []}
@@ -169,4 +170,4 @@ def test_message_ranges_and_lookups(alice: TenantStore, counter: TokenCounter) -
 
 def test_append_reply_unknown_conversation(alice: TenantStore) -> None:
     with pytest.raises(NotFoundError):
-        alice.append_reply("conv_nope", {"role": "assistant", "content": "x"}, 1)
+        alice.append_reply("conv_nope", {"role": "assistant", "content": "x"}, 1, parent_seq=0)

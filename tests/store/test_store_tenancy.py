@@ -65,7 +65,7 @@ def test_writes_into_other_tenant_raise_not_found(store: Store, bob: TenantStore
               for t in ("messages", "summaries", "anchors", "views", "compaction_events", "forwarded",
                         "tool_rounds", "conversations")}
     writes = (
-        lambda: bob.append_reply(cid, {"role": "assistant", "content": "x"}, 1),
+        lambda: bob.append_reply(cid, {"role": "assistant", "content": "x"}, 1, parent_seq=0),
         lambda: bob.add_summary(SummaryDraft(cid, "leaf", 0, "normal", "x", 1, 0, 0, (ids[0],))),
         lambda: bob.save_view(ContextView(cid, 0, (), 0)),
         lambda: bob.upsert_anchors(cid, [AnchorDraft("id", "project", "X-2", None)]),
