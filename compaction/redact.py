@@ -11,27 +11,44 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+_SECRET_KEYS = (r"(?:[a-z0-9]+[_-])*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token"
+                r"|auth[_-]?token|client[_-]?secret|private[_-]?key)(?:[_-][a-z0-9]+)*")
+_TOKEN_KEYS = r"(?:[a-z0-9]+[_-])*token"  # `token`, `refresh_token`; not `token_count`
+
+
+def _key_value(keys: str, min_chars: int) -> re.Pattern[str]:
+    """`key: value`, `key=value`, `"key": "value"` (a quoted value may hold spaces).
+
+    Groups: 1 key, 2 separator (quotes included), 3 value (the only part redacted).
+    """
+    return re.compile(
+        rf"(?i)(?<![\w-])({keys})(?![\w-])"
+        rf"([\"']?\s*[:=]\s*(?P<q>[\"'])?)(?!\[REDACTED)"
+        rf"((?(q)(?:(?!(?P=q))[^\n]){{{min_chars},}}|[^\s\"',;&]{{{min_chars},}}))")
+
+
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("private_key", re.compile(
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)),
     ("authorization", re.compile(
-        r"(?i)(?<![\w-])(authorization|proxy-authorization)(\s*[:=]\s*)"
+        r"(?i)(?<![\w-])(authorization|proxy-authorization)([\"']?\s*[:=]\s*[\"']?)"
         r"(?!\[REDACTED)(?:(?:bearer|basic|token|apikey)\s+)?[^\s\"',;]+")),
+    ("url_credentials", re.compile(  # scheme://user:password@host: only the password goes
+        r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@\"'<>]+)(:)(?!\[REDACTED)([^\s/@\"'<>]+)(?=@)")),
     ("bearer", re.compile(r"(?i)\bbearer\s+(?!\[REDACTED)[A-Za-z0-9\-._~+/]{8,}=*")),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")),
     ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{16,}")),
     ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}")),
+    ("stripe_key", re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{10,}")),
     ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
     ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("secret", re.compile(
-        r"(?i)(?<![\w-])((?:[a-z0-9]+[_-])*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token"
-        r"|auth[_-]?token|client[_-]?secret|private[_-]?key)(?:[_-][a-z0-9]+)*)"
-        r"([\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)([^\s\"',;&]{3,})")),
+    ("secret", _key_value(_SECRET_KEYS, 3)),
+    ("secret", _key_value(_TOKEN_KEYS, 8)),
 )
 
-_GROUPED_KINDS = {"authorization", "secret"}  # keep the label, redact only the value
+_GROUPED_KINDS = {"authorization", "secret", "url_credentials"}  # keep the label, redact the value
 
 
 def _replacement(kind: str) -> Any:

@@ -64,3 +64,37 @@ def test_redact_obj_recurses() -> None:
     obj = {"a": ["x", {"b": "Bearer abcdefghijklmnop"}], "n": 3, "t": ("password=abcd",)}
     out = redact_obj(obj)
     assert out == {"a": ["x", {"b": "[REDACTED:bearer]"}], "n": 3, "t": ("password=[REDACTED:secret]",)}
+
+
+@pytest.mark.parametrize(("text", "secret", "kind"), [
+    ('{"Authorization": "Basic dXNlcjpwYXNzd29yZA=="}', "dXNlcjpwYXNzd29yZA", "authorization"),
+    ("{'authorization': 'Token abcdef123456'}", "abcdef123456", "authorization"),
+    ('{"token": "tok_9f8e7d6c5b4a"}', "tok_9f8e7d6c5b4a", "secret"),
+    ("refresh_token=r1a2b3c4d5e6f7", "r1a2b3c4d5e6f7", "secret"),
+    ("DATABASE_URL=postgres://admin:Pa55word@db.internal:5432/app", "Pa55word", "url_credentials"),
+    ("clone https://bob:ghsecret99@git.example.com/repo.git", "ghsecret99", "url_credentials"),
+    ("stripe sk_live_51HabcDEFghiJKLmnop", "sk_live_51HabcDEFghiJKLmnop", "stripe_key"),
+    ("test key sk_test_4eC39HqLyjWDarjtT1zdp7dc", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "stripe_key"),
+    ("restricted rk_live_abcdefghij1234", "rk_live_abcdefghij1234", "stripe_key"),
+    ('password: "correct horse battery staple"', "horse battery staple", "secret"),
+    ("{'db_password': 'two words'}", "words", "secret"),
+])
+def test_more_secret_shapes_redacted(text: str, secret: str, kind: str) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert f"[REDACTED:{kind}]" in out
+    assert redact(out) == out
+
+
+@pytest.mark.parametrize("text", [
+    "see https://example.com:8443/docs and postgres://db.internal:5432/app",
+    "ran with token_count: 1234 and max_tokens=4096",
+    "order ORD-2024-1187 shipped; mail ana@example.com about /srv/app/config.yaml",
+    "the tokens: 1200 used, a token: short",
+])
+def test_more_ordinary_text_untouched(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_url_credentials_keep_user_and_host() -> None:
+    assert redact("postgres://user:pass@host/db") == "postgres://user:[REDACTED:url_credentials]@host/db"
