@@ -15,6 +15,7 @@ from typing import Any
 
 from compaction import recall
 from compaction.recall_budget import ResultBudget
+from compaction.redact import redact_obj
 from compaction.tokens import TokenCounter
 from compaction.types import PreparedRequest
 from config.errors import UpstreamError, UpstreamHTTPError
@@ -46,7 +47,26 @@ class StoreRecallTools:
         return await recall.execute(self.store, self.conversation_id, name, arguments, self.settings)
 
     def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
-        self.store.record_tool_round(self.conversation_id, calls, results)
+        """Audit the round with secrets redacted: results hold expanded original text."""
+        self.store.record_tool_round(self.conversation_id, [_redacted(c) for c in calls],
+                                     [_redacted(r) for r in results])
+
+
+def _redacted(obj: Any) -> Any:
+    """`redact_obj`, looking inside JSON-encoded strings (tool arguments and results) too."""
+    if isinstance(obj, str):
+        try:
+            decoded = json.loads(obj)
+        except ValueError:
+            return redact_obj(obj)
+        if isinstance(decoded, dict | list):
+            return json.dumps(_redacted(decoded), ensure_ascii=False)
+        return redact_obj(obj)
+    if isinstance(obj, dict):
+        return {key: _redacted(value) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [_redacted(value) for value in obj]
+    return obj
 
 
 def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantStore,
