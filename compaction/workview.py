@@ -7,7 +7,7 @@ Token counts are the cached ones; summaries are counted once as rendered message
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction.planner import raw_entries
@@ -30,7 +30,7 @@ class WorkingView:
     last_seq: int
     view: ContextView | None = None
     anchor_ids: tuple[int, ...] = field(default=())
-    # Version of the newest persisted view, also when `view` is not used (regenerated reply).
+    # Version of the newest persisted view, also when `view` is only its part a shorter request covers.
     latest_version: int = 0
 
     def items(self) -> tuple[ViewItem, ...]:
@@ -53,9 +53,9 @@ def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
     top = max(by_seq, default=-1)
     view = tenant.view(conversation_id)
     latest_version = view.version if view is not None else 0
-    if view is not None and view.covered_through_seq > top:
-        view = None  # the request is shorter than the view (a regenerated reply): start raw
     summaries = {s.id: s for s in tenant.summaries(conversation_id)} if view else {}
+    if view is not None and view.covered_through_seq > top:
+        view = _within(tenant, view, summaries, by_seq, top)
     items: list[StoredMessage | SummaryRecord] = []
     if view is not None:
         for item in view.items:
@@ -66,6 +66,30 @@ def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
     system = tuple(m for m in stored if m.role in SYSTEM_ROLES)
     return WorkingView(conversation_id, by_seq, summaries, tuple(entries), system, top, view,
                        view.anchor_ids if view else (), latest_version)
+
+
+def _within(tenant: TenantStore, view: ContextView, summaries: dict[str, SummaryRecord],
+            by_seq: dict[int, StoredMessage], top: int) -> ContextView | None:
+    """The part of `view` a shorter request (a regenerated reply) still covers, in memory only.
+
+    Keeps the leading items that end at or before `top` (later messages then follow raw) and the
+    snapshot's anchors that come from those messages; nothing is saved.
+    """
+    kept: list[ViewItem] = []
+    covered = -1
+    for item in view.items:
+        last = summaries[item.ref].last_seq if item.kind == "summary" else int(item.ref)
+        if last > top:
+            break
+        kept.append(item)
+        covered = last
+    if not kept:
+        return None
+    ids = {m.id for m in by_seq.values()}
+    wanted = set(view.anchor_ids)
+    anchor_ids = tuple(a.id for a in tenant.anchors(view.conversation_id, include_superseded=True)
+                       if a.id in wanted and (a.source_message_id is None or a.source_message_id in ids))
+    return replace(view, items=tuple(kept), covered_through_seq=covered, anchor_ids=anchor_ids)
 
 
 def build_entries(items: Sequence[StoredMessage | SummaryRecord], render: RenderSummary,
