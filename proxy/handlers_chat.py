@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
@@ -23,7 +23,7 @@ from config.errors import (
     PayloadTooLargeError,
     UpstreamHTTPError,
 )
-from config.settings import LiteLLMParams, ModelEntry
+from config.settings import LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys, recall_upstream, sse
 from proxy.middleware import CLIENT_CLOSED
 from proxy.upstream import Upstream
@@ -104,9 +104,18 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     record.forced_truncation = prepared.forced_truncation
     record.compaction_steps = len(prepared.events)
     app[appkeys.METRICS].observe_prepared(prepared)
-    params = turn.upstream
+    params = upstream_params(turn.upstream, app[appkeys.SETTINGS].server)
     return Turn(request, started, turn, prepared, params, forward_body(body, prepared, params),
                 params.api_key or client_key)
+
+
+def upstream_params(params: LiteLLMParams, server: ServerSettings) -> LiteLLMParams:
+    """The entry's params with server.upstream_timeout_s as litellm's `timeout`/`stream_timeout`
+    unless the entry sets them (the fast path gets the same limit from its session)."""
+    timeouts = {"timeout": server.upstream_timeout_s, "stream_timeout": server.upstream_timeout_s}
+    if all(k in params.extra for k in timeouts):
+        return params
+    return replace(params, extra={**timeouts, **params.extra})
 
 
 async def _build_turn(request: web.Request, body: dict[str, Any], entry: ModelEntry, tenant: str,
