@@ -2,7 +2,9 @@
 
 A level's output is rejected when the call fails or times out, the text is empty, not shorter than
 the input, far over the target, or invents facts (verify.py). The truncation level is local and
-deterministic, so compaction always progresses. Failures are data in the outcome, never raised.
+deterministic, so compaction progresses whenever there is something to keep. Failures are data in
+the outcome, never raised: when even truncation leaves nothing (blank sources, a limit below one
+token) the outcome is failed (`ok` false, `failure` says why) and its text must not be committed.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ class EscalationOutcome:
     model: str  # what wrote the committed text
     prompt_version: str
     token_count: int
+    failure: str | None = None  # set when no level produced committable text
+
+    @property
+    def ok(self) -> bool:
+        """Whether `text` may be committed (a failed outcome never carries text)."""
+        return self.failure is None and bool(self.text.strip())
 
 
 async def summarize_with_escalation(summarizer: Summarizer, *, kind: str, sources_text: str,
@@ -70,7 +78,12 @@ async def summarize_with_escalation(summarizer: Summarizer, *, kind: str, source
             return _outcome(redact(text), "extractive" if extractive else level, "passed", attempts,
                             summarizer.name, counter)
     text = truncate_sources(sources_text, min(target_tokens, input_tokens - 1), counter)
-    attempts.append(LevelAttempt("truncation", LOCAL_TRUNCATION, True, tokens=counter.count_text(text)))
+    tokens = counter.count_text(text)
+    if not text.strip():  # nothing to keep: fail rather than commit a blank summary
+        attempts.append(LevelAttempt("truncation", LOCAL_TRUNCATION, False, "empty", tokens=tokens))
+        failed = _outcome("", "truncation", "not_run", attempts, LOCAL_TRUNCATION, counter)
+        return replace(failed, failure="every level, local truncation included, gave empty text")
+    attempts.append(LevelAttempt("truncation", LOCAL_TRUNCATION, True, tokens=tokens))
     return _outcome(text, "truncation", "not_run", attempts, LOCAL_TRUNCATION, counter)
 
 

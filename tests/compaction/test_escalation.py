@@ -93,3 +93,20 @@ def test_truncation_never_longer_than_input(texts: list[str], target: int) -> No
     out = truncate_sources(sources, limit, COUNTER)
     assert COUNTER.count_text(out) <= max(limit, 0)
     assert COUNTER.count_text(out) < input_tokens or input_tokens == 0
+
+
+@pytest.mark.parametrize(("sources", "input_tokens"), [("", 5), ("   \n\n  ", 5), (SOURCES, 1), (SOURCES, 0)])
+async def test_truncation_never_yields_blank_committable_text(sources: str, input_tokens: int) -> None:
+    outcome = await summarize_with_escalation(
+        ScriptedSummarizer("empty"), kind="leaf", sources_text=sources, anchors_text="",
+        target_tokens=300, counter=COUNTER, input_tokens=input_tokens)
+    assert not outcome.ok and outcome.failure
+    assert outcome.text == ""
+    last = outcome.attempts[-1]
+    assert last.level == "truncation" and not last.accepted and last.reason == "empty"
+
+
+async def test_successful_outcomes_are_ok() -> None:
+    assert (await run(ScriptedSummarizer("faithful"))).ok
+    truncated = await run(ScriptedSummarizer("inventing"))
+    assert truncated.ok and truncated.failure is None and truncated.text.strip()
