@@ -7,8 +7,6 @@ LITELLM_RULES; tests/proxy/test_error_mapping.py keeps the table complete.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +15,6 @@ from aiohttp import web
 
 from config.errors import (
     CtxProxyError,
-    InvalidRequestError,
     PayloadTooLargeError,
     UpstreamError,
     UpstreamHTTPError,
@@ -117,9 +114,24 @@ def _from_litellm(exc: BaseException, rule: LiteLLMRule) -> CtxProxyError:
     return UpstreamHTTPError(status, body)
 
 
+def upstream_failure(exc: BaseException) -> CtxProxyError:
+    """An exception raised while talking to the provider: as to_ctxproxy_error, plus any timeout
+    there is the provider's, and anything else unexpected is a 502 (never a 500)."""
+    mapped = to_ctxproxy_error(exc)
+    if mapped is not None:
+        return mapped
+    if isinstance(exc, TimeoutError):
+        return UpstreamTimeoutError("the upstream provider did not answer in time")
+    return UpstreamError(f"upstream request failed: {type(exc).__name__}")
+
+
 def _from_transport(exc: BaseException) -> CtxProxyError | None:
-    # Order matters: ServerTimeoutError is both a ClientError and a TimeoutError.
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+    # Order matters: a connect timeout is a ServerTimeoutError, which is a ClientError and a
+    # TimeoutError. Bare TimeoutError / JSONDecodeError are not mapped here: outside the upstream
+    # call (upstream_failure) they are bugs, and handlers raise their own errors for bad bodies.
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return UpstreamError("could not connect to the upstream provider in time")
+    if isinstance(exc, aiohttp.ServerTimeoutError):
         return UpstreamTimeoutError("the upstream provider did not answer in time")
     if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamError(f"cannot reach the upstream provider at {exc.host}:{exc.port}")
@@ -129,6 +141,4 @@ def _from_transport(exc: BaseException) -> CtxProxyError | None:
         return UpstreamError(f"upstream request failed: {type(exc).__name__}")
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return PayloadTooLargeError("request body is larger than server.max_body_bytes")
-    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
-        return InvalidRequestError(f"request body is not valid JSON: {exc}")
     return None

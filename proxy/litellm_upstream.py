@@ -17,9 +17,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from config.errors import AuthenticationError, CtxProxyError, UpstreamError
+from config.errors import AuthenticationError
 from config.settings import LiteLLMParams
-from proxy.error_mapping import to_ctxproxy_error
+from proxy.error_mapping import upstream_failure
 from proxy.upstream import StreamingReply, UpstreamReply
 
 # OpenAI chat parameters a client may set; every other body key is dropped (see module doc).
@@ -65,10 +65,6 @@ def _dump(obj: Any) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _mapped(exc: BaseException) -> CtxProxyError:
-    return to_ctxproxy_error(exc) or UpstreamError(f"provider call failed: {type(exc).__name__}")
-
-
 class LiteLLMUpstream:
     """The litellm transport (lazy: litellm is imported on first use).
 
@@ -83,7 +79,7 @@ class LiteLLMUpstream:
         try:
             response = await get_litellm().acompletion(**_kwargs(params, body, api_key, False))
         except Exception as exc:
-            raise _mapped(exc) from exc
+            raise upstream_failure(exc) from exc
         data = _dump(response)
         return UpstreamReply(200, json.dumps(data).encode(), data, {})
 
@@ -94,7 +90,7 @@ class LiteLLMUpstream:
         try:
             response = await get_litellm().acompletion(**_kwargs(params, body, api_key, True))
         except Exception as exc:
-            raise _mapped(exc) from exc
+            raise upstream_failure(exc) from exc
         return _LiteLLMStream(response)
 
 
@@ -111,7 +107,7 @@ class _LiteLLMStream:
             async for chunk in self._response:
                 yield b"data: " + json.dumps(_dump(chunk)).encode()
         except Exception as exc:
-            raise _mapped(exc) from exc
+            raise upstream_failure(exc) from exc
         yield b"data: [DONE]"
 
     async def aclose(self) -> None:

@@ -17,7 +17,7 @@ import aiohttp
 
 from config.errors import CtxProxyError, UpstreamError, UpstreamHTTPError
 from config.settings import OPENAI_API_BASE, LiteLLMParams
-from proxy.error_mapping import to_ctxproxy_error
+from proxy.error_mapping import upstream_failure
 from proxy.sse import SSEParser
 
 OPENAI_WIRE_PROVIDERS = frozenset({"", "openai", "hosted_vllm", "openai_compatible", "openai-compatible",
@@ -87,7 +87,7 @@ class OpenAIUpstream:
         try:
             raw = await resp.read()
         except Exception as exc:
-            raise _mapped(exc) from exc
+            raise upstream_failure(exc) from exc
         finally:
             resp.release()
         if resp.status >= 400:
@@ -107,7 +107,7 @@ class OpenAIUpstream:
             try:
                 raw = await resp.read()
             except Exception as exc:
-                raise _mapped(exc) from exc
+                raise upstream_failure(exc) from exc
             finally:
                 resp.release()
             raise upstream_http_error(resp.status, raw)
@@ -126,7 +126,7 @@ class OpenAIUpstream:
         try:
             return await self._session.post(url, data=payload, headers=headers)
         except Exception as exc:
-            raise _mapped(exc) from exc
+            raise upstream_failure(exc) from exc
 
 
 class _AiohttpStream:
@@ -145,7 +145,7 @@ class _AiohttpStream:
                 for event in parser.feed(chunk):
                     yield event
         except Exception as exc:
-            raise _mapped(exc) from exc
+            raise upstream_failure(exc) from exc
         if parser.tail():
             yield parser.tail()
 
@@ -170,7 +170,3 @@ def upstream_http_error(status: int, raw: bytes) -> CtxProxyError:
 
 def relayed_headers(headers: Any) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower().startswith(RELAYED_HEADER_PREFIXES)}
-
-
-def _mapped(exc: BaseException) -> CtxProxyError:
-    return to_ctxproxy_error(exc) or UpstreamError(f"upstream request failed: {type(exc).__name__}")

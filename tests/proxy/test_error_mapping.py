@@ -10,13 +10,18 @@ import pytest
 
 from config.errors import (
     CtxProxyError,
-    InvalidRequestError,
     UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeoutError,
     http_status,
 )
-from proxy.error_mapping import LITELLM_RULES, internal_error, litellm_rule, to_ctxproxy_error
+from proxy.error_mapping import (
+    LITELLM_RULES,
+    internal_error,
+    litellm_rule,
+    to_ctxproxy_error,
+    upstream_failure,
+)
 
 
 def litellm_exception_classes() -> list[type[BaseException]]:
@@ -63,15 +68,26 @@ def get_exc(name: str, message: str, **kwargs: object) -> BaseException:
 
 
 @pytest.mark.parametrize(("exc", "cls", "status"), [
-    (TimeoutError(), UpstreamTimeoutError, 504),
     (aiohttp.ServerTimeoutError("read"), UpstreamTimeoutError, 504),
+    (aiohttp.SocketTimeoutError("read"), UpstreamTimeoutError, 504),
+    (aiohttp.ConnectionTimeoutError("connect"), UpstreamError, 502),  # README: connect timeout -> 502
     (aiohttp.ServerDisconnectedError(), UpstreamError, 502),
     (aiohttp.ClientPayloadError("cut"), UpstreamError, 502),
-    (json.JSONDecodeError("bad", "x", 0), InvalidRequestError, 400),
 ])
 def test_transport_exceptions(exc: BaseException, cls: type[CtxProxyError], status: int) -> None:
-    mapped = to_ctxproxy_error(exc)
-    assert type(mapped) is cls and mapped is not None and http_status(mapped) == status
+    for mapped in (to_ctxproxy_error(exc), upstream_failure(exc)):
+        assert type(mapped) is cls and mapped is not None and http_status(mapped) == status
+
+
+def test_stray_timeouts_and_json_errors_are_internal_but_upstream_timeouts_are_504() -> None:
+    # Outside the provider call a TimeoutError or JSONDecodeError is a bug (500), not the
+    # provider's timeout nor the client's body (handlers raise their own 400 for bad JSON).
+    assert to_ctxproxy_error(TimeoutError()) is None
+    assert to_ctxproxy_error(json.JSONDecodeError("bad", "x", 0)) is None
+    timeout = upstream_failure(TimeoutError())
+    assert type(timeout) is UpstreamTimeoutError and http_status(timeout) == 504
+    other = upstream_failure(KeyError("provider sdk bug"))
+    assert type(other) is UpstreamError and http_status(other) == 502
 
 
 def test_unknown_exceptions_are_not_mapped_and_internal_error_leaks_nothing() -> None:
