@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench.checks import Counter
 from compaction import llm
+from compaction.replay_checks import Counter
 
 Message = dict[str, Any]
 Strategy = Callable[[Sequence[Message], int, Counter], list[Message]]

@@ -1,4 +1,7 @@
-"""PNG charts of replays (matplotlib, Agg backend: no display needed)."""
+"""PNG chart of the eval's strategy comparison (matplotlib, Agg backend: no display needed).
+
+Per-request charts are the product's (`proxy.replay_chart.turn_chart`, behind `ctxproxy replay --chart`).
+"""
 
 from __future__ import annotations
 
@@ -11,40 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench.report import ConversationReport  # noqa: E402
-
-CATEGORIES = ("system", "anchors", "summaries", "fresh_tail", "tools")
-COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860")
-
-
-def _turn_axes(ax: Any, report: ConversationReport) -> None:
-    x = list(range(1, len(report.requests) + 1))
-    if report.turns:
-        stacks = [[t.occupancy.get(c, 0) for t in report.turns] for c in CATEGORIES]
-        ax.stackplot(x, stacks, labels=[c.replace("_", " ") for c in CATEGORIES], colors=COLORS,
-                     alpha=0.85)
-    else:
-        ax.plot(x, [r.tokens_forwarded for r in report.requests], label="forwarded", color=COLORS[0])
-    ax.plot(x, [r.tokens_received for r in report.requests], label="received (full history)",
-            color="black", linestyle=":")
-    ax.plot(x, [r.budget for r in report.requests], label="budget", color="red", linestyle="--")
-    ax.set_title(f"{report.conversation_id} ({report.strategy})")
-    ax.set_xlabel("request")
-    ax.set_ylabel("tokens")
-    ax.set_ylim(0, max(r.budget for r in report.requests) * 1.6 if report.requests else 1)
-    ax.legend(loc="upper left", fontsize="small")
-
-
-def turn_chart(reports: Sequence[ConversationReport], path: Path) -> Path:
-    """Forwarded tokens per request by occupancy category, with the full history and the budget."""
-    fig, axes = plt.subplots(len(reports), 1, figsize=(11, 4 * max(1, len(reports))), squeeze=False)
-    for ax, report in zip(axes[:, 0], reports, strict=True):
-        _turn_axes(ax, report)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+from proxy.replay_chart import COLORS  # noqa: E402
 
 
 def comparison_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:

@@ -30,9 +30,13 @@ from rich.table import Table  # noqa: E402
 from bench import charts, results_doc  # noqa: E402
 from bench.baselines import BASELINES  # noqa: E402
 from bench.fake_summarizers import ADVERSARIAL  # noqa: E402
-from bench.generator import GeneratedConversation, generate_suite  # noqa: E402
-from bench.replay import ReplayOptions, quiet_logs, replay_baseline, replay_engine  # noqa: E402
-from bench.report import ConversationReport, aggregate  # noqa: E402
+from bench.generator import generate_suite  # noqa: E402
+from bench.replay import replay_baseline  # noqa: E402
+from compaction.replay import ReplayOptions, replay_engine  # noqa: E402
+from compaction.replay_records import RecordedConversation  # noqa: E402
+from compaction.replay_report import ConversationReport, aggregate  # noqa: E402
+from proxy.cli_replay import quiet_logs  # noqa: E402
+from proxy.replay_chart import turn_chart  # noqa: E402
 
 OUT_DIR = Path("bench/out")
 RESULTS_DOC = Path("docs/results.md")
@@ -41,7 +45,7 @@ ENGINE_VARIANTS = (CTXPROXY, *(f"{CTXPROXY}+{name}" for name in ADVERSARIAL))
 TRIM_STRIDE = 4  # litellm's trim_messages is quadratic in the history: check every 4th request
 
 
-def run_job(job: tuple[str, GeneratedConversation, ReplayOptions]) -> ConversationReport:
+def run_job(job: tuple[str, RecordedConversation, ReplayOptions]) -> ConversationReport:
     """One (strategy, conversation) replay; runs in a worker process."""
     strategy, conv, options = job
     quiet_logs()
@@ -54,7 +58,7 @@ def run_job(job: tuple[str, GeneratedConversation, ReplayOptions]) -> Conversati
     return replay_baseline(conv, strategy, BASELINES[strategy], options)
 
 
-def run_all(conversations: Sequence[GeneratedConversation], strategies: Sequence[str],
+def run_all(conversations: Sequence[RecordedConversation], strategies: Sequence[str],
             options: ReplayOptions, workers: int) -> dict[str, list[ConversationReport]]:
     """Every strategy on every conversation, in parallel processes, grouped by strategy."""
     jobs = [(s, conv, options) for s in strategies for conv in conversations]
@@ -112,9 +116,9 @@ def write_outputs(grouped: dict[str, list[ConversationReport]], rows: list[dict[
     json_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths = [json_path, charts.comparison_chart(rows, out_dir / "eval_comparison.png")]
     if grouped.get(CTXPROXY):
-        paths.append(charts.turn_chart(grouped[CTXPROXY][:1], out_dir / "eval_ctxproxy_turns.png"))
+        paths.append(turn_chart(grouped[CTXPROXY][:1], out_dir / "eval_ctxproxy_turns.png"))
     if grouped.get("sliding_window"):
-        paths.append(charts.turn_chart(grouped["sliding_window"][:1], out_dir / "eval_sliding_turns.png"))
+        paths.append(turn_chart(grouped["sliding_window"][:1], out_dir / "eval_sliding_turns.png"))
     return paths
 
 

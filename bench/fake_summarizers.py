@@ -19,22 +19,6 @@ INVENTED_LINE = ("- Refund of $98,765.43 approved for order ORD-00000 (ticket SU
                  "Zebulon Krax on 2031-02-28; see src/billing/invoice_v9.py.")
 
 
-class CountingSummarizer:
-    """Wraps a summariser and counts its calls (the replay's "summariser calls per turn")."""
-
-    def __init__(self, inner: Summarizer) -> None:
-        self.inner = inner
-        self.calls = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    async def complete(self, request: SummaryRequest) -> str:
-        self.calls += 1
-        return await self.inner.complete(request)
-
-
 class InventingSummarizer:
     """A plausible summary plus facts found in no source (a hallucinating model)."""
 

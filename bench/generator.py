@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import filler
 from bench.facts import PlantedFacts, draw_facts
+from compaction.replay_records import Check, RecordedConversation, write_jsonl
 
 DEFAULT_TURNS = 150
 DEFAULT_TOKENS = 40_000
@@ -31,48 +32,6 @@ TOOLS: tuple[dict[str, Any], ...] = tuple(
                             ("read_file", "Read a repository file", "path"),
                             ("grep_logs", "Search service logs", "query"),
                             ("run_tests", "Run the test suite of a path", "path")))
-
-
-@dataclass(frozen=True)
-class Check:
-    """One retention check: `fact` must be verbatim in the final forwarded context.
-
-    `stale_values` must not be presented as current (a correction's old value, a discarded
-    hypothesis); `distractors` are near-identical values that are legitimately in the history.
-    """
-
-    kind: str
-    fact: str
-    must_be_current: bool = False
-    stale_values: tuple[str, ...] = ()
-    distractors: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "fact": self.fact, "must_be_current": self.must_be_current,
-                "stale_values": list(self.stale_values), "distractors": list(self.distractors)}
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Check:
-        return cls(str(raw["kind"]), str(raw["fact"]), bool(raw.get("must_be_current", False)),
-                   tuple(raw.get("stale_values") or ()), tuple(raw.get("distractors") or ()))
-
-
-@dataclass(frozen=True)
-class GeneratedConversation:
-    id: str
-    messages: tuple[dict[str, Any], ...]
-    checks: tuple[Check, ...]
-    tools: tuple[dict[str, Any], ...] = TOOLS
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "messages": list(self.messages), "tools": list(self.tools),
-                "checks": [c.to_dict() for c in self.checks]}
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> GeneratedConversation:
-        return cls(str(raw["id"]), tuple(raw["messages"]),
-                   tuple(Check.from_dict(c) for c in raw.get("checks") or ()),
-                   tuple(raw.get("tools") or ()))
 
 
 def checks_for(f: PlantedFacts) -> tuple[Check, ...]:
@@ -227,7 +186,7 @@ def _play(b: _Builder, f: PlantedFacts, step: str, big: int) -> None:
 
 
 def generate_conversation(seed: int, n_turns: int = DEFAULT_TURNS, target_tokens: int = DEFAULT_TOKENS,
-                          conv_id: str | None = None) -> GeneratedConversation:
+                          conv_id: str | None = None) -> RecordedConversation:
     """One conversation of `n_turns` user turns and about `target_tokens` tokens, fully seeded."""
     rng = random.Random(seed)
     facts = draw_facts(rng)
@@ -250,27 +209,14 @@ def generate_conversation(seed: int, n_turns: int = DEFAULT_TURNS, target_tokens
     b.user("Give me a short status update on this case: what is done and what is still open?")
     b.assistant("Status: the root cause is understood, the fix is planned and the refund waits for "
                 "the pending sign-off.")
-    return GeneratedConversation(conv_id or f"conv-{seed}", tuple(b.messages), checks_for(facts))
+    return RecordedConversation(conv_id or f"conv-{seed}", tuple(b.messages), checks_for(facts), TOOLS)
 
 
 def generate_suite(count: int, seed: int = 7, n_turns: int = DEFAULT_TURNS,
-                   target_tokens: int = DEFAULT_TOKENS) -> list[GeneratedConversation]:
+                   target_tokens: int = DEFAULT_TOKENS) -> list[RecordedConversation]:
     """`count` conversations with seeds derived from `seed` (same arguments, same suite)."""
     return [generate_conversation(seed * 1_000 + i, n_turns, target_tokens, f"conv-{seed}-{i}")
             for i in range(count)]
-
-
-def write_jsonl(path: Path, conversations: Iterable[GeneratedConversation]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        for conv in conversations:
-            out.write(json.dumps(conv.to_dict(), ensure_ascii=False) + "\n")
-
-
-def read_jsonl(path: Path) -> list[GeneratedConversation]:
-    """Conversations from a JSONL file (blank lines ignored); checks may be absent."""
-    with path.open(encoding="utf-8") as src:
-        return [GeneratedConversation.from_dict(json.loads(line)) for line in src if line.strip()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

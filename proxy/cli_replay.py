@@ -2,9 +2,10 @@
 
 `ctxproxy replay FILE [--model gpt-4o-mini] [--window 12000] [--summarizer local/extractive|MODEL]
 [--config FILE] [--json] [--chart out.png] [--limit N] [--async]`. FILE is JSONL, one conversation a
-line: `{"id", "messages", "tools"?, "checks"?}` (bench/generator.py writes such files). Each request
-is planned by the real Engine over a throw-away store; nothing is sent to any provider unless
---summarizer names a real model.
+line: `{"id", "messages", "tools"?, "checks"?}` (compaction/replay_records.py; the eval's
+bench/generator.py writes such files). Each request is planned by the real Engine over a throw-away
+store (compaction/replay.py); nothing is sent to any provider unless --summarizer names a real model.
+This module is presentation only: arguments, progress bar, rich tables, JSON, chart.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+import structlog
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -26,6 +29,11 @@ from rich.table import Table
 from config.errors import ConfigError, CtxProxyError
 from config.loader import load_settings
 from config.settings import LOCAL_EXTRACTIVE, CompactionSettings, Settings
+
+if TYPE_CHECKING:  # the engine is imported only when a replay runs (`ctxproxy --help` stays light)
+    from compaction.replay import ReplayOptions
+    from compaction.replay_records import RecordedConversation
+    from compaction.replay_report import ConversationReport
 
 HELP = "replay recorded conversations (JSONL) through the real engine and report what it forwards"
 DEFAULT_WINDOW = 12_000
@@ -55,9 +63,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def _options(args: argparse.Namespace, settings: Settings) -> Any:
-    from bench.replay import ReplayOptions
+def quiet_logs() -> None:
+    """Engine logs go to stderr, errors only: replay output (tables, --json) stays clean."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    # litellm's trim_messages logs a traceback each time it fails on a content-less tool_calls
+    # message (and then returns the history untrimmed); the checks measure that, the log is noise.
+    for name in ("LiteLLM", "litellm"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _options(args: argparse.Namespace, settings: Settings) -> ReplayOptions:
     from compaction.budget import resolve_context_window
+    from compaction.replay import ReplayOptions
 
     entry = settings.find_model(args.model)
     overridden = entry is not None and entry.compaction != CompactionSettings()
@@ -67,9 +85,9 @@ def _options(args: argparse.Namespace, settings: Settings) -> Any:
                          background=args.background, compaction=compaction)
 
 
-async def _replay(convs: Sequence[Any], options: Any, settings: Settings, progress: Progress
-                  ) -> list[Any]:
-    from bench.replay import replay_engine
+async def _replay(convs: Sequence[RecordedConversation], options: ReplayOptions, settings: Settings,
+                  progress: Progress) -> list[ConversationReport]:
+    from compaction.replay import replay_engine
 
     reports = []
     for conv in convs:
@@ -82,7 +100,7 @@ async def _replay(convs: Sequence[Any], options: Any, settings: Settings, progre
     return reports
 
 
-def table_for(report: Any) -> Table:
+def table_for(report: ConversationReport) -> Table:
     """The per-conversation figures as a two-column table."""
     s = report.summary()
     table = Table(title=f"{report.conversation_id}: {len(report.requests)} requests")
@@ -119,8 +137,7 @@ def _cost(cost: float | None, full: float | None) -> str:
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from bench.generator import read_jsonl
-    from bench.replay import quiet_logs
+    from compaction.replay_records import read_jsonl
 
     out = out or sys.stdout
     try:
@@ -142,9 +159,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Tex
     return _emit(args, reports, options, out)
 
 
-def _emit(args: argparse.Namespace, reports: Sequence[Any], options: Any, out: TextIO) -> int:
+def _emit(args: argparse.Namespace, reports: Sequence[ConversationReport], options: ReplayOptions,
+          out: TextIO) -> int:
     if args.chart:
-        from bench.charts import turn_chart
+        from proxy.replay_chart import turn_chart
 
         turn_chart(reports, args.chart)
     if args.json:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bench.baselines import passthrough, sliding_window, trim_messages
-from bench.checks import context_text, pairing_violations
 from bench.generator import generate_conversation
+from compaction.replay_checks import context_text, pairing_violations
 from compaction.tokens import TokenCounter
 
 COUNTER = TokenCounter.for_model("gpt-4o-mini")

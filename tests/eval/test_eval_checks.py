@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from bench.checks import (
+from compaction.replay_checks import (
     CachedCounter,
-    check_facts,
     check_request,
     extends,
-    invented_facts,
     pairing_violations,
     synthetic_messages,
 )
-from bench.generator import Check
+from compaction.replay_facts import check_facts, invented_facts
+from compaction.replay_records import Check
 from compaction.tokens import TokenCounter
 
 COUNTER = TokenCounter.for_model("gpt-4o-mini")

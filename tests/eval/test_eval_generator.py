@@ -5,14 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.checks import context_text, pairing_violations
-from bench.generator import (
-    GeneratedConversation,
-    generate_conversation,
-    generate_suite,
-    read_jsonl,
-    write_jsonl,
-)
+from bench.generator import generate_conversation, generate_suite
+from compaction.replay_checks import context_text, pairing_violations
+from compaction.replay_records import RecordedConversation, read_jsonl, write_jsonl
 from compaction.tokens import TokenCounter
 
 KINDS = {"name", "order", "amount_currency", "amount_unit", "deadline", "path", "ticket", "correction",
@@ -78,4 +73,4 @@ def test_jsonl_round_trip(tmp_path: Path) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     assert set(json.loads(lines[0])) == {"id", "messages", "tools", "checks"}
     assert read_jsonl(path) == suite
-    assert isinstance(suite[0], GeneratedConversation)
+    assert isinstance(suite[0], RecordedConversation)

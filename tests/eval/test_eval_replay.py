@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from bench.fake_summarizers import INVENTED_LINE, FailingSummarizer, InventingSummarizer
-from bench.generator import generate_conversation, read_jsonl
-from bench.replay import ReplayOptions, replay_engine, request_points
-from bench.report import ConversationReport
+from bench.generator import generate_conversation
+from compaction.replay import ReplayOptions, replay_engine, request_points
+from compaction.replay_records import read_jsonl
+from compaction.replay_report import ConversationReport
 from compaction.types import Summarizer
 from proxy import cli_replay
 

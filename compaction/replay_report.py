@@ -1,12 +1,15 @@
-"""Per-conversation results of one strategy, and their aggregation across conversations."""
+"""Per-conversation results of a replay (one strategy), and their aggregation across conversations."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bench.checks import FactResult, RequestCheck
+from compaction import llm
+from compaction.replay_checks import Message, RequestCheck
+from compaction.replay_facts import FactResult, check_facts, invented_facts
+from compaction.replay_records import RecordedConversation
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class TurnStats:
 
 @dataclass(frozen=True)
 class ConversationReport:
+    """Every request's checks, the conversation-end fact checks and (engine runs) per-turn stats."""
+
     conversation_id: str
     strategy: str
     requests: tuple[RequestCheck, ...]
@@ -139,3 +144,28 @@ def _by_kind(facts: Sequence[FactResult]) -> dict[str, float]:
     kinds = list(dict.fromkeys(f.kind for f in facts))
     return {k: _share(sum(f.present for f in facts if f.kind == k), sum(f.kind == k for f in facts))
             for k in kinds}
+
+
+def prompt_cost(model: str, tokens: Sequence[int]) -> float | None:
+    """Estimated input cost of requests of `tokens` prompt tokens each (litellm's local price map)."""
+    total = 0.0
+    for count in tokens:
+        cost = llm.estimate_cost(model, count, 0)
+        if cost is None:
+            return None
+        total += cost
+    return total
+
+
+def finish_report(conv: RecordedConversation, strategy: str, model: str,
+                  requests: list[RequestCheck], final: Sequence[Message], **extra: Any
+                  ) -> ConversationReport:
+    """Conversation-end checks over the last forwarded request, and cost estimates."""
+    history = list(conv.messages)
+    report = ConversationReport(
+        conversation_id=conv.id, strategy=strategy, requests=tuple(requests),
+        facts=tuple(check_facts(final, history, conv.checks)),
+        invented=tuple(invented_facts(final, history)),
+        cost_usd=prompt_cost(model, [r.tokens_forwarded for r in requests]),
+        cost_passthrough_usd=prompt_cost(model, [r.tokens_received for r in requests]))
+    return replace(report, **extra) if extra else report
