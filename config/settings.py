@@ -79,7 +79,7 @@ class LiteLLMParams:
 
     model: str
     api_base: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # secrets never appear in reprs/tracebacks
     extra: dict[str, Any] = field(default_factory=dict)  # other litellm params, passed through
 
     @property
@@ -122,7 +122,7 @@ class SummarizerSettings:
 
     model: str | None = None
     api_base: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     timeout_s: float = 60.0
     temperature: float = 0.0
     breaker_failures: int = 5  # consecutive failures that open the circuit
@@ -134,7 +134,7 @@ class SummarizerSettings:
 class StoreSettings:
     path: str = "./data/ctxproxy.db"
     busy_timeout_ms: int = 5_000
-    tenant_secret: str | None = None  # None: generated once and kept in the store's meta table
+    tenant_secret: str | None = field(default=None, repr=False)  # None: generated once, kept in meta
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class ServerSettings:
     max_body_bytes: int = 32 * 1024 * 1024
     upstream_timeout_s: float = 600.0
     upstream_connect_timeout_s: float = 10.0
-    admin_key: str | None = None  # protects /ui and the operator API; None disables them
+    admin_key: str | None = field(default=None, repr=False)  # protects /ui and the operator API; None: off
     log_level: str = "info"
     log_format: str = "json"  # json | console
 
