@@ -140,7 +140,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--strategies", default=",".join([*ENGINE_VARIANTS, *BASELINES]),
                    help="comma-separated subset")
     p.add_argument("--out", type=Path, default=OUT_DIR)
-    p.add_argument("--docs", type=Path, default=RESULTS_DOC, help="results doc to update ('' = none)")
+    p.add_argument("--docs", type=str, default=str(RESULTS_DOC), help="results doc to update ('' = none)")
     return p.parse_args(argv)
 
 
@@ -161,9 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = write_outputs(grouped, rows, meta, args.out)
     problems = failures(grouped)
     meta["gate"] = f"FAILED ({len(problems)} ctxproxy defects, listed by the run)" if problems else "passed"
-    if str(args.docs):
-        paths.append(results_doc.update(args.docs, rows, meta))
-        chart = args.docs.parent / "img" / "eval_comparison.png"
+    if args.docs:
+        docs = Path(args.docs)
+        paths.append(results_doc.update(docs, rows, meta))
+        chart = docs.parent / "img" / "eval_comparison.png"
         paths.append(_copy(args.out / "eval_comparison.png", chart))
     for line in problems:
         console.print(f"[red]FAIL[/red] {line}")
