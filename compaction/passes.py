@@ -1,7 +1,8 @@
 """One compaction pass (leaf or condensed) and the compact-until loop (seed 000 tiers and recovery).
 
-A pass = anchors extracted from the leaf sources, one escalated summariser call, the summary
-committed, a new view version saved, and a CompactionEvent recorded (committed or failed). A summary
+A pass = anchors extracted from the leaf sources, one escalated summariser call, then in one store
+transaction (`TenantStore.commit_pass`) the anchors, the summary, a new view version and the
+committed CompactionEvent; a failure anywhere writes only a `failed` event. A summary
 whose rendered message is not smaller than the entries it would replace is never committed: the
 pass is recorded as `skipped` and the loop tries the next candidate.
 """
@@ -26,6 +27,7 @@ from compaction.types import SummarizerChoice
 from compaction.workview import RenderSummary, WorkingView, snapshot_anchor_ids, summary_entry
 from config.settings import CompactionSettings
 from store.models import (
+    Anchor,
     AnchorDraft,
     CompactionEvent,
     ContextView,
@@ -130,41 +132,53 @@ async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *,
 
 async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
                    before: int) -> tuple[WorkingView, CompactionEvent]:
-    """One pass; failures become a `failed` event and leave the view unchanged."""
+    """One pass; failures become a `failed` event and leave the view (and the store) unchanged."""
     started = time.monotonic()
     chunk = [wv.entries[i] for i in cand.chunk]
-    added: list[int] = []
-    superseded: list[int] = []
     base = CompactionEvent(wv.conversation_id, ctx.trigger, cand.tier, "normal", "failed",
                            ctx.choice.summarizer.name, dict(ctx.choice.settings), tokens_before=before)
     try:
-        if cand.tier == "leaf":
-            added, superseded = _anchors_for(ctx, wv, chunk)
-        outcome, draft = await _summarise(ctx, wv, cand.tier, chunk)
+        drafts = _anchor_drafts(wv, chunk) if cand.tier == "leaf" else []
+        outcome, draft = await _summarise(ctx, wv, cand.tier, chunk, drafts)
+        base = replace(base, level=cast(Any, outcome.level), summarizer_model=outcome.model,
+                       prompt_version=outcome.prompt_version)
         grown = _growth(ctx, draft, chunk)
-        if grown is not None:
-            event = replace(base, level=cast(Any, outcome.level), outcome="skipped",
-                            summarizer_model=outcome.model, prompt_version=outcome.prompt_version,
-                            tokens_after=before, anchors_added=tuple(added),
-                            anchors_superseded=tuple(superseded), duration_ms=_ms(started),
+        if grown is not None:  # nothing committed, anchors included: the chunk stays raw
+            event = replace(base, outcome="skipped", tokens_after=before, duration_ms=_ms(started),
                             error=grown, **_sources_of(chunk, wv))
             return wv, _record(ctx, event)
-        record = ctx.tenant.add_summary(draft)
-        new_wv = _apply(ctx, wv, cand.chunk, record)
+        new_wv, event = _commit(ctx, wv, cand.chunk, draft, drafts, replace(base, outcome="committed"),
+                                outcome, started)
     except Exception as exc:  # any failure is recorded (and observed) and retried later, never surfaced
-        event = replace(base, anchors_added=tuple(added), anchors_superseded=tuple(superseded),
-                        duration_ms=_ms(started), error=redact(repr(exc))[:1000], tokens_after=before)
+        event = replace(base, outcome="failed", duration_ms=_ms(started),
+                        error=redact(repr(exc))[:1000], tokens_after=before)
         return wv, _record(ctx, event)
-    level: Any = outcome.level
-    event = replace(base, level=level, outcome="committed", summarizer_model=outcome.model,
-                    prompt_version=outcome.prompt_version,
-                    source_message_ids=record.source_message_ids,
-                    source_summary_ids=record.source_summary_ids, summary_id=record.id,
-                    depth=record.depth, generation=record.generation,
-                    tokens_after=ctx.measure(new_wv), verification=verification_of(outcome),
-                    rejected_facts=outcome.rejected_facts, anchors_added=tuple(added),
-                    anchors_superseded=tuple(superseded), duration_ms=_ms(started))
-    return new_wv, _record(ctx, event)
+    ctx.observer.on_step(event)
+    return new_wv, event
+
+
+def _commit(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...], draft: SummaryDraft,
+            drafts: Sequence[AnchorDraft], base: CompactionEvent, outcome: EscalationOutcome,
+            started: float) -> tuple[WorkingView, CompactionEvent]:
+    """Anchors, summary, view and event in one store transaction (all or nothing)."""
+    built: list[WorkingView] = []
+
+    def finish(record: SummaryRecord, added: list[Anchor],
+               superseded: list[Anchor]) -> tuple[ContextView, CompactionEvent]:
+        new_wv = _apply(ctx, wv, chunk, record)
+        built.append(new_wv)
+        event = replace(base, source_message_ids=record.source_message_ids,
+                        source_summary_ids=record.source_summary_ids, summary_id=record.id,
+                        depth=record.depth, generation=record.generation,
+                        tokens_after=ctx.measure(new_wv), verification=verification_of(outcome),
+                        rejected_facts=outcome.rejected_facts,
+                        anchors_added=tuple(a.id for a in added),
+                        anchors_superseded=tuple(a.id for a in superseded), duration_ms=_ms(started))
+        view = ContextView(wv.conversation_id, 0, new_wv.items(), wv.last_seq, new_wv.anchor_ids)
+        return view, event
+
+    _, view, event = ctx.tenant.commit_pass(draft, drafts, finish)
+    return replace(built[-1], view=view, latest_version=view.version), event
 
 
 def _record(ctx: PassContext, event: CompactionEvent) -> CompactionEvent:
@@ -189,11 +203,10 @@ def _report_rejections(ctx: PassContext, cid: str, outcome: EscalationOutcome) -
                                            a.error, a.rejected_facts)
 
 
-def _anchors_for(ctx: PassContext, wv: WorkingView, chunk: list[Entry]) -> tuple[list[int], list[int]]:
+def _anchor_drafts(wv: WorkingView, chunk: list[Entry]) -> list[AnchorDraft]:
+    """Anchors of a leaf chunk's sources (stored only with the summary, in its transaction)."""
     sources = [wv.stored[e.seq] for e in chunk]
-    drafts = without_secrets(extract_anchors(sources), sources)
-    added, superseded = ctx.tenant.upsert_anchors(wv.conversation_id, drafts)
-    return [a.id for a in added], [a.id for a in superseded]
+    return without_secrets(extract_anchors(sources), sources)
 
 
 def without_secrets(drafts: Sequence[AnchorDraft],
@@ -214,11 +227,14 @@ def without_secrets(drafts: Sequence[AnchorDraft],
 
 
 async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "condensed"],
-                     chunk: list[Entry]) -> tuple[EscalationOutcome, SummaryDraft]:
-    """The escalated summary of `chunk`, as a draft (not stored yet: it may not shrink anything)."""
+                     chunk: list[Entry], drafts: Sequence[AnchorDraft]
+                     ) -> tuple[EscalationOutcome, SummaryDraft]:
+    """The escalated summary of `chunk`, as a draft (not stored yet: it may not shrink anything),
+    verified against the anchors as they will be once the chunk's own anchors are stored."""
     items: list[StoredMessage | SummaryRecord] = (
         [wv.stored[e.seq] for e in chunk] if tier == "leaf" else [wv.summaries[e.ref] for e in chunk])
-    anchors = ctx.tenant.anchors(wv.conversation_id)
+    anchors = (ctx.tenant.preview_anchors(wv.conversation_id, drafts) if drafts
+               else ctx.tenant.anchors(wv.conversation_id))
     block = render_anchor_block(anchors, max_tokens=ANCHOR_TEXT_MAX, counter=ctx.counter)
     input_tokens = sum(e.tokens for e in chunk)
     outcome = await summarize_with_escalation(
@@ -265,15 +281,13 @@ def _draft(cid: str, tier: Literal["leaf", "condensed"], items: list[StoredMessa
 
 def _apply(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...],
            record: SummaryRecord) -> WorkingView:
-    """Replace the chunk by the summary and persist the new view version."""
+    """The working view with the chunk replaced by the summary (persisted by the caller)."""
     group = max((e.group for e in wv.entries), default=0) + 1
     entry = summary_entry(record, ctx.render, ctx.counter.count_message, group)
     entries = selection.replace(wv.entries, chunk, entry)
     anchor_ids = snapshot_anchor_ids(ctx.tenant.anchors(wv.conversation_id))
-    new = replace(wv, entries=tuple(entries), summaries={**wv.summaries, record.id: record},
-                  anchor_ids=anchor_ids)
-    view = ctx.tenant.save_view(ContextView(wv.conversation_id, 0, new.items(), wv.last_seq, anchor_ids))
-    return replace(new, view=view, latest_version=view.version)
+    return replace(wv, entries=tuple(entries), summaries={**wv.summaries, record.id: record},
+                   anchor_ids=anchor_ids)
 
 
 def _ms(started: float) -> float:

@@ -52,6 +52,14 @@ ANONYMOUS_TENANT = "anonymous"
 _CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds")
 
 
+# Builds a pass's view and event from its committed summary and anchors (added, superseded).
+PassFinisher = Callable[[SummaryRecord, list[Anchor], list[Anchor]], tuple[ContextView, CompactionEvent]]
+
+
+class _Rollback(Exception):
+    """Raised inside a transaction to undo it on purpose (previews)."""
+
+
 class Store:
     """Owns the connection, the tenant secret, and hands out TenantStores."""
 
@@ -298,6 +306,17 @@ class TenantStore:
                        "now": saved.created_at})
             return saved
 
+    def commit_pass(self, draft: SummaryDraft, anchor_drafts: Sequence[AnchorDraft],
+                    finish: PassFinisher) -> tuple[SummaryRecord, ContextView, CompactionEvent]:
+        """One compaction pass, all or nothing: the anchors of its sources, the summary, then the
+        view and event `finish` builds from them (it may read the store, never write it)."""
+        with self._tx():
+            added, superseded = (self.upsert_anchors(draft.conversation_id, anchor_drafts)
+                                 if anchor_drafts else ([], []))
+            record = self.add_summary(draft)
+            view, event = finish(record, added, superseded)
+            return record, self.save_view(view), self.record_event(event)
+
     # -- anchors, events, forwarded requests, tool rounds ----------------------------------------
 
     def anchors(self, conversation_id: str, *, include_superseded: bool = False) -> list[Anchor]:
@@ -313,6 +332,18 @@ class TenantStore:
         with self._tx():
             self.conversation(conversation_id)
             return upsert_anchors(self._run, conversation_id, drafts)
+
+    def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[Anchor]:
+        """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
+        with self._store.lock:
+            try:
+                with self._tx():
+                    self.conversation(conversation_id)
+                    upsert_anchors(self._run, conversation_id, drafts)
+                    active = self.anchors(conversation_id)
+                    raise _Rollback
+            except _Rollback:
+                return active
 
     def record_event(self, event: CompactionEvent) -> CompactionEvent:
         with self._tx():

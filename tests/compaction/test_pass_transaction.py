@@ -1,0 +1,50 @@
+"""A compaction pass that fails half-way leaves no orphan summary, view or anchor behind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from config.errors import StoreError
+from config.settings import StoreSettings
+from store.models import ContextView
+from store.store import Store, TenantStore
+from tests.compaction.test_engine import history, make_engine, turn
+from tests.fakes.summarizer import ScriptedSummarizer
+
+
+class _ViewlessTenant(TenantStore):
+    """Fails when a pass saves its view: after its anchors and summary were written."""
+
+    def save_view(self, view: ContextView) -> ContextView:
+        raise StoreError("injected: disk full while saving the view")
+
+
+class _ViewlessStore(Store):
+    def for_tenant(self, tenant_id: str) -> TenantStore:
+        return _ViewlessTenant(self, tenant_id)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = _ViewlessStore.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
+    yield s
+    s.close()
+
+
+async def test_a_pass_failing_before_its_view_is_saved_writes_only_the_failed_event(store: Store) -> None:
+    engine = make_engine(store, ScriptedSummarizer("faithful"))
+    msgs = history(24, words=40)
+    prepared = await engine.prepare(turn(msgs))
+    with pytest.raises(RuntimeError, match="compaction step failed"):
+        await engine.compact("tenant-a", prepared.conversation_id, "manual", turn=turn(msgs))
+    tenant = store.for_tenant("tenant-a")
+    cid = prepared.conversation_id
+    events = tenant.events(cid)
+    assert events and all(e.outcome == "failed" for e in events)
+    assert events[0].error is not None and "injected" in events[0].error
+    assert tenant.summaries(cid) == [] and tenant.view(cid) is None
+    assert tenant.anchors(cid, include_superseded=True) == []  # history has ORD-... values to anchor
+    await engine.aclose()
