@@ -65,7 +65,7 @@ class Engine:
         self.observer: CompactionObserver = observer or NullObserver()
         self.background = background or BackgroundCompactor(on_error=self.observer.on_background_error)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._breakers: dict[tuple[str, str, str], ObservedSummarizer] = {}
+        self._breakers: dict[tuple[str, str], ObservedSummarizer] = {}
         self._observed: dict[int, ObservedSummarizer] = {}  # local summarisers, by identity
         self._recall_schema_tokens: dict[str, int] = {}  # by tokenizer: the schemas never change
 
@@ -218,19 +218,27 @@ class Engine:
                            tail_target=budget.target if trigger == "threshold" else None)
 
     def _choice(self, turn: ChatTurn) -> SummarizerChoice:
-        """The turn's summariser, observed, behind one circuit breaker per (tenant, summariser, endpoint)."""
+        """The turn's summariser, observed, behind one circuit breaker per (tenant, endpoint).
+
+        The endpoint is the summariser's stable identity (model, api_base, key hash), not the
+        instance: a re-created instance (e.g. evicted from a cache) keeps its breaker's count.
+        """
         choice = self._summarizer_for(turn)
         if choice.summarizer.name == LOCAL_EXTRACTIVE:
             return SummarizerChoice(self._observe_local(choice.summarizer), choice.settings)
-        key = (turn.tenant_id, choice.summarizer.name, str(choice.settings.get("api_base")))
-        s = self.settings.summarizer
+        endpoint = getattr(choice.summarizer, "endpoint", None)
+        if not isinstance(endpoint, str):
+            endpoint = f"{choice.summarizer.name}|{choice.settings.get('api_base') or ''}"
+        key = (turn.tenant_id, endpoint)
         found = self._breakers.get(key)
         breaker = found.inner if found is not None else None
-        if (found is None or not isinstance(breaker, CircuitBreaker)
-                or breaker.inner is not choice.summarizer and breaker.state == "closed"):
+        if found is None or not isinstance(breaker, CircuitBreaker):
+            s = self.settings.summarizer
             found = self._breakers[key] = ObservedSummarizer(
                 CircuitBreaker(choice.summarizer, failures=s.breaker_failures,
                                reset_s=s.breaker_reset_s), self.observer)
+        else:
+            breaker.inner = choice.summarizer  # same endpoint: the current instance, same count
         return SummarizerChoice(found, choice.settings)
 
     def _observe_local(self, summarizer: Summarizer) -> ObservedSummarizer:

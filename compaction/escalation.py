@@ -74,6 +74,8 @@ async def summarize_with_escalation(summarizer: Summarizer, *, kind: str, source
             attempt = _judge(attempt, text, sources_text, anchors_text, target_tokens, counter,
                              input_tokens)
         attempts.append(attempt)
+        if text is not None and not attempt.accepted:
+            report_unusable(summarizer)
         if attempt.accepted and text is not None:
             return _outcome(redact(text), "extractive" if extractive else level, "passed", attempts,
                             summarizer.name, counter)
@@ -85,6 +87,19 @@ async def summarize_with_escalation(summarizer: Summarizer, *, kind: str, source
         return replace(failed, failure="every level, local truncation included, gave empty text")
     attempts.append(LevelAttempt("truncation", LOCAL_TRUNCATION, True, tokens=tokens))
     return _outcome(text, "truncation", "not_run", attempts, LOCAL_TRUNCATION, counter)
+
+
+def report_unusable(summarizer: object) -> None:
+    """Tell the circuit breaker (possibly wrapped, e.g. by an observer) that an answer was unusable,
+    so a summariser that keeps answering empty or invented text trips it like one that errors."""
+    for _ in range(4):  # breaker -> observer wrappers are shallow
+        hook = getattr(summarizer, "record_failure", None)
+        if callable(hook):
+            hook()
+            return
+        summarizer = getattr(summarizer, "inner", None)
+        if summarizer is None:
+            return
 
 
 def _outcome(text: str, level: str, verification: str, attempts: list[LevelAttempt], model: str,

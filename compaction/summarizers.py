@@ -7,6 +7,8 @@ summariser for a while so compaction falls through to local levels quickly.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import re
 import time
 from collections import Counter
@@ -20,6 +22,12 @@ from compaction.tokens import TokenCounter
 from compaction.types import Summarizer, SummaryRequest
 from config.errors import SummarizerError
 from config.settings import LOCAL_EXTRACTIVE
+
+
+def endpoint_identity(model: str, api_base: str | None, api_key: str | None) -> str:
+    """A stable id of a summariser endpoint (model, base, key hash): keys never appear in it."""
+    key_hash = hashlib.sha256((api_key or "").encode()).hexdigest()[:32]
+    return f"{model}|{api_base or ''}|{key_hash}"
 
 
 class LiteLLMSummarizer:
@@ -37,6 +45,11 @@ class LiteLLMSummarizer:
 
     def __repr__(self) -> str:
         return f"LiteLLMSummarizer(model={self.model!r}, api_base={self._api_base!r})"
+
+    @property
+    def endpoint(self) -> str:
+        """Stable identity of what this instance calls (see `endpoint_identity`)."""
+        return endpoint_identity(self.model, self._api_base, self._api_key)
 
     @property
     def name(self) -> str:
@@ -170,7 +183,11 @@ def _topics(source: str, limit: int = 5) -> list[str]:
 
 
 class CircuitBreaker:
-    """Wraps a Summarizer: opens after `failures` consecutive errors, one trial after `reset_s`."""
+    """Wraps a Summarizer: opens after `failures` consecutive failures, one trial after `reset_s`.
+
+    A failure is an exception, a timeout or cancellation (re-raised after counting), or an answer
+    the caller later finds unusable and reports with `record_failure()` (empty, unverified, ...).
+    """
 
     def __init__(self, inner: Summarizer, *, failures: int = 5, reset_s: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -181,6 +198,7 @@ class CircuitBreaker:
         self._consecutive = 0
         self._opened_at: float | None = None
         self._trial_running = False
+        self._before_success: tuple[int, float | None] | None = None  # state the last success reset
 
     @property
     def name(self) -> str:
@@ -199,15 +217,24 @@ class CircuitBreaker:
             raise SummarizerError(f"summariser {self.name} circuit open after "
                                   f"{self._consecutive} consecutive failures", code="circuit_open")
         self._trial_running = state == "half_open"
+        self._before_success = None
         try:
             result = await self.inner.complete(request)
-        except Exception:
+        except (Exception, asyncio.CancelledError):  # a timeout cancels the call: count it too
             self._record_failure()
             raise
         finally:
             self._trial_running = False
+        self._before_success = (self._consecutive, self._opened_at)
         self._consecutive, self._opened_at = 0, None
         return result
+
+    def record_failure(self) -> None:
+        """The last answer was unusable: undo the reset its success caused and count a failure."""
+        if self._before_success is not None:
+            self._consecutive, self._opened_at = self._before_success
+            self._before_success = None
+        self._record_failure()
 
     def _record_failure(self) -> None:
         self._consecutive += 1

@@ -2,17 +2,16 @@
 
 `summarizer.model` unset: the request's own model and upstream (key: the entry's, else the
 client's, in memory only). `local/extractive`: the deterministic local summariser. Instances are
-cached per (model, api_base, key) so the engine's circuit breaker sees one summariser, not a new
-one per request (a new instance would reset its failure count).
+cached per endpoint (model, api_base, key hash); the engine keys its circuit breakers by the same
+identity (`LiteLLMSummarizer.endpoint`), so an evicted and re-created instance keeps its count.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from typing import Any
 
-from compaction.summarizers import ExtractiveSummarizer, LiteLLMSummarizer
+from compaction.summarizers import ExtractiveSummarizer, LiteLLMSummarizer, endpoint_identity
 from compaction.types import ChatTurn, Summarizer, SummarizerChoice
 from config.settings import LOCAL_EXTRACTIVE, Settings
 
@@ -24,7 +23,7 @@ class SummarizerChooser:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings.summarizer
-        self._cache: OrderedDict[tuple[str, str, str], Summarizer] = OrderedDict()
+        self._cache: OrderedDict[str, Summarizer] = OrderedDict()
         self._extractive = ExtractiveSummarizer()
 
     def __call__(self, turn: ChatTurn) -> SummarizerChoice:
@@ -42,8 +41,7 @@ class SummarizerChooser:
         return SummarizerChoice(summarizer, provenance)
 
     def _get(self, model: str, api_base: str | None, api_key: str | None) -> Summarizer:
-        key_hash = hashlib.sha256((api_key or "").encode()).hexdigest()  # never keep keys as dict keys
-        cache_key = (model, api_base or "", key_hash)
+        cache_key = endpoint_identity(model, api_base, api_key)  # never keeps keys as dict keys
         found = self._cache.get(cache_key)
         if found is None:
             s = self._settings

@@ -1,0 +1,128 @@
+"""Circuit breaker: timeouts and unusable answers count as failures; one breaker per endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction.engine import Engine
+from compaction.escalation import summarize_with_escalation
+from compaction.observer import NullObserver, ObservedSummarizer
+from compaction.prompts import build_request
+from compaction.summarizers import CircuitBreaker, endpoint_identity
+from compaction.tokens import TokenCounter
+from compaction.types import ChatTurn, SummarizerChoice, SummaryRequest
+from config.errors import SummarizerError
+from config.settings import LiteLLMParams, ModelEntry, Settings, StoreSettings, SummarizerSettings
+from store.store import Store
+from tests.compaction.conftest import MODEL
+from tests.fakes.summarizer import ScriptedSummarizer
+
+REQUEST = build_request("leaf", "normal", "[#1 user]\nhello there friend.", "", 100)
+SOURCES = "[#1 user]\n" + "We agreed to ship order ORD-1234 to Oslo on Friday. " * 20
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Hanging:
+    """Never answers (until cancelled)."""
+
+    name = "fake/hanging"
+
+    async def complete(self, request: SummaryRequest) -> str:
+        await asyncio.Event().wait()
+        return ""
+
+
+async def test_timeout_in_half_open_trial_reopens() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(ScriptedSummarizer("failing"), failures=1, reset_s=30, clock=clock)
+    with pytest.raises(SummarizerError):
+        await breaker.complete(REQUEST)
+    clock.now = 31
+    breaker.inner = Hanging()
+    assert breaker.state == "half_open"
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(breaker.complete(REQUEST), 0.01)
+    assert breaker.state == "open"  # the timed-out trial counted as a failure
+
+
+async def test_cancellation_counts_and_is_reraised() -> None:
+    breaker = CircuitBreaker(Hanging(), failures=1, reset_s=30, clock=Clock())
+    task = asyncio.create_task(breaker.complete(REQUEST))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert breaker.state == "open"
+
+
+@pytest.mark.parametrize("behaviour", ["empty", "inventing", "verbose"])
+async def test_unusable_answers_trip_the_breaker_through_escalation(behaviour: str) -> None:
+    inner = ScriptedSummarizer(behaviour)
+    breaker = CircuitBreaker(inner, failures=3, reset_s=30, clock=Clock())
+    observed = ObservedSummarizer(breaker, NullObserver())
+    counter = TokenCounter.for_model(MODEL)
+    for _ in range(2):  # two levels per run: 4 unusable answers
+        outcome = await summarize_with_escalation(
+            observed, kind="leaf", sources_text=SOURCES, anchors_text="", target_tokens=60,
+            counter=counter, input_tokens=counter.count_text(SOURCES))
+        assert outcome.level == "truncation"
+    assert breaker.state == "open" and inner.call_count == 3
+
+
+async def test_usable_answer_still_resets_the_count() -> None:
+    breaker = CircuitBreaker(ScriptedSummarizer(script=["failing", "faithful", "failing"]),
+                             failures=2, reset_s=30, clock=Clock())
+    for expect_error in (True, False, True):
+        if expect_error:
+            with pytest.raises(SummarizerError):
+                await breaker.complete(REQUEST)
+        else:
+            await breaker.complete(REQUEST)
+    assert breaker.state == "closed"
+
+
+class EndpointFailing(ScriptedSummarizer):
+    """A failing summariser with a stable endpoint identity (like LiteLLMSummarizer)."""
+
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__("failing", name="openai/gpt-4o-mini")
+        self._log = calls
+
+    @property
+    def endpoint(self) -> str:
+        return endpoint_identity("openai/gpt-4o-mini", "http://x/v1", "k")
+
+    async def complete(self, request: SummaryRequest) -> str:
+        self._log.append("call")
+        return await super().complete(request)
+
+
+async def test_breaker_survives_new_instances_of_the_same_endpoint(tmp_path: Path) -> None:
+    store = Store.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
+    calls: list[str] = []
+    settings = Settings((ModelEntry("*", LiteLLMParams("openai/*")),),
+                        summarizer=SummarizerSettings(breaker_failures=3))
+    engine = Engine(store, settings,
+                    lambda _turn: SummarizerChoice(EndpointFailing(calls), {"model": "m"}))
+    turn = ChatTurn("tenant-a", MODEL, LiteLLMParams("openai/" + MODEL), settings.compaction, 8_000,
+                    ({"role": "user", "content": "hi"},))
+    errors: list[Any] = []
+    for _ in range(5):  # a new instance every turn (an evicted cache entry)
+        choice = engine._choice(turn)
+        with pytest.raises(SummarizerError) as info:
+            await choice.summarizer.complete(REQUEST)
+        errors.append(info.value.code)
+    assert len(calls) == 3 and errors[3:] == ["circuit_open", "circuit_open"]
+    await engine.aclose()
+    store.close()
