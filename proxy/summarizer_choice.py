@@ -31,7 +31,10 @@ class SummarizerChooser:
         if s.model == LOCAL_EXTRACTIVE:
             return SummarizerChoice(self._extractive, {"model": LOCAL_EXTRACTIVE})
         if s.model:
-            model, api_base, api_key = s.model, s.api_base, s.api_key or turn.credentials.api_key
+            # summarizer.api_key, else the request's credentials (the entry's key, else the client's):
+            # a client key is never sent on when the operator configured one for the model.
+            key = s.api_key or turn.upstream.api_key or turn.credentials.api_key
+            model, api_base, api_key = s.model, s.api_base, key
         else:
             up = turn.upstream
             model, api_base, api_key = up.model, up.api_base, up.api_key or turn.credentials.api_key
