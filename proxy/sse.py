@@ -20,16 +20,27 @@ Writer = Callable[[bytes], Awaitable[None]]
 
 
 class SSEParser:
-    """Split a byte stream into complete SSE event blocks (without the blank-line separator)."""
+    r"""Split a byte stream into complete SSE event blocks (without the blank-line separator).
+
+    Line endings are normalised to `\n` chunk by chunk: `\r\n`, and a lone `\r` too (the SSE spec
+    allows all three), so a `\r`-only stream is relayed event by event, never held until EOF. A
+    chunk ending in `\r` is normalised at once; a `\n` opening the next chunk then completes that
+    `\r\n` and is dropped.
+    """
 
     def __init__(self) -> None:
         self._buffer = b""
+        self._after_cr = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        data = self._buffer + chunk
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n")
-        *events, self._buffer = data.split(b"\n\n")
+        if not chunk:
+            return []
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._after_cr = chunk.endswith(b"\r")
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *events, self._buffer = (self._buffer + chunk).split(b"\n\n")
         return [e for e in events if e.strip()]
 
     def tail(self) -> bytes:
@@ -38,14 +49,16 @@ class SSEParser:
 
 
 def event_data(event: bytes) -> tuple[str | None, bytes]:
-    """(event name, joined `data:` payload) of one SSE block."""
+    """(event name, joined `data:` payload) of one SSE block; one space after the colon is dropped."""
     name: str | None = None
     parts: list[bytes] = []
     for line in event.split(b"\n"):
-        if line.startswith(b"data:"):
-            parts.append(line[5:].lstrip(b" "))
-        elif line.startswith(b"event:"):
-            name = line[6:].strip().decode("utf-8", "replace")
+        field_name, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if field_name == b"data":
+            parts.append(value)
+        elif field_name == b"event":
+            name = value.strip().decode("utf-8", "replace")
     return name, b"\n".join(parts)
 
 

@@ -67,3 +67,29 @@ async def test_relay_missing_done_is_an_error() -> None:
     blocks = [e.strip() for e in stream_events({"model": "m"}, Reply(text="x", omit_done=True))]
     outcome, out = await run_relay(blocks)
     assert not outcome.complete and b"event: error" in out  # type: ignore[attr-defined]
+
+
+WIRE = (b": keepalive\n\nevent: message\ndata: {\"a\":\ndata:  1}\n\ndata:[DONE]\n\n")
+
+
+def test_parser_handles_cr_crlf_and_lf_split_anywhere() -> None:
+    for ending in (b"\n", b"\r\n", b"\r"):
+        stream = WIRE.replace(b"\n", ending)
+        for cut in range(1, len(stream)):
+            parser = SSEParser()
+            events = parser.feed(stream[:cut]) + parser.feed(stream[cut:])
+            assert [event_data(e) for e in events] == [
+                (None, b""), ("message", b'{"a":\n 1}'), (None, b"[DONE]")], (ending, cut)
+            assert parser.tail() == b""
+
+
+def test_bare_cr_events_are_complete_as_soon_as_they_arrive() -> None:
+    parser = SSEParser()
+    assert [event_data(e)[1] for e in parser.feed(b'data: {"a": 1}\r\r')] == [b'{"a": 1}']
+    assert parser.feed(b"\n") == []  # a late LF completing the CR is not a new blank line
+
+
+def test_data_drops_exactly_one_leading_space() -> None:
+    assert event_data(b"data:  two spaces")[1] == b" two spaces"
+    assert event_data(b"data:none")[1] == b"none"
+    assert event_data(b"data: a\ndata: b")[1] == b"a\nb"
