@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,9 +27,10 @@ from config.errors import (
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys, recall_upstream, sse
 from proxy.middleware import CLIENT_CLOSED
-from proxy.upstream import Upstream
+from proxy.upstream import Upstream, uses_openai_wire
 
 CONVERSATION_HEADER = "X-Conversation-Id"
+CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
@@ -104,18 +106,28 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     record.forced_truncation = prepared.forced_truncation
     record.compaction_steps = len(prepared.events)
     app[appkeys.METRICS].observe_prepared(prepared)
-    params = upstream_params(turn.upstream, app[appkeys.SETTINGS].server)
+    params = upstream_params(turn.upstream, app[appkeys.SETTINGS].server, request.headers)
     return Turn(request, started, turn, prepared, params, forward_body(body, prepared, params),
                 params.api_key or client_key)
 
 
-def upstream_params(params: LiteLLMParams, server: ServerSettings) -> LiteLLMParams:
-    """The entry's params with server.upstream_timeout_s as litellm's `timeout`/`stream_timeout`
-    unless the entry sets them (the fast path gets the same limit from its session)."""
-    timeouts = {"timeout": server.upstream_timeout_s, "stream_timeout": server.upstream_timeout_s}
-    if all(k in params.extra for k in timeouts):
-        return params
-    return replace(params, extra={**timeouts, **params.extra})
+def upstream_params(params: LiteLLMParams, server: ServerSettings,
+                    client_headers: Mapping[str, str]) -> LiteLLMParams:
+    """The entry's params as this request uses them.
+
+    litellm's `timeout`/`stream_timeout` default to server.upstream_timeout_s (the fast path gets
+    the same limit from its session). The client's OpenAI-Organization/-Project/-Beta headers go
+    along only with the client's own key to an OpenAI-wire upstream: with the operator's key they
+    would pick the operator's organisation or project.
+    """
+    extra = {"timeout": server.upstream_timeout_s, "stream_timeout": server.upstream_timeout_s,
+             **params.extra}
+    if params.api_key is None and uses_openai_wire(params):
+        forwarded = {k: v for k, v in client_headers.items() if k.lower() in CLIENT_ACCOUNT_HEADERS}
+        configured = params.extra.get("extra_headers") or params.extra.get("headers")
+        if forwarded and (configured is None or isinstance(configured, dict)):
+            extra["extra_headers"] = {**forwarded, **(configured or {})}  # the operator's win
+    return replace(params, extra=extra)
 
 
 async def _build_turn(request: web.Request, body: dict[str, Any], entry: ModelEntry, tenant: str,

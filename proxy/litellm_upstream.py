@@ -20,7 +20,7 @@ from typing import Any
 from config.errors import AuthenticationError
 from config.settings import LiteLLMParams
 from proxy.error_mapping import upstream_failure
-from proxy.upstream import StreamingReply, UpstreamReply
+from proxy.upstream import StreamingReply, UpstreamReply, for_keyed_entry
 
 # OpenAI chat parameters a client may set; every other body key is dropped (see module doc).
 # `metadata` is left out on purpose: litellm reads it as its own logging/routing metadata.
@@ -79,7 +79,7 @@ class LiteLLMUpstream:
         try:
             response = await get_litellm().acompletion(**_kwargs(params, body, api_key, False))
         except Exception as exc:
-            raise upstream_failure(exc) from exc
+            raise for_keyed_entry(params, upstream_failure(exc)) from exc
         data = _dump(response)
         return UpstreamReply(200, json.dumps(data).encode(), data, {})
 
@@ -90,7 +90,7 @@ class LiteLLMUpstream:
         try:
             response = await get_litellm().acompletion(**_kwargs(params, body, api_key, True))
         except Exception as exc:
-            raise upstream_failure(exc) from exc
+            raise for_keyed_entry(params, upstream_failure(exc)) from exc
         return _LiteLLMStream(response)
 
 

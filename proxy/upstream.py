@@ -7,6 +7,7 @@ litellm (proxy/litellm_upstream.py). Every failure leaves here as a CtxProxyErro
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,12 +19,18 @@ import aiohttp
 from config.errors import CtxProxyError, UpstreamError, UpstreamHTTPError
 from config.settings import OPENAI_API_BASE, LiteLLMParams
 from proxy.error_mapping import upstream_failure
-from proxy.sse import SSEParser
+from proxy.sse import DONE, SSEParser, event_data
 
 OPENAI_WIRE_PROVIDERS = frozenset({"", "openai", "hosted_vllm", "openai_compatible", "openai-compatible",
                                    "custom_openai"})
 # Response headers worth relaying to the client (rate-limit hints, request ids).
 RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after")
+# ...except the account behind the key: the operator's organisation/project when the key is theirs.
+WITHHELD_HEADERS = frozenset({"openai-organization", "openai-project"})
+CREDENTIALS_REJECTED = "the upstream rejected the proxy's configured credentials"
+# How long a finished stream may take to deliver its terminating chunk before the connection is
+# dropped instead of returned to the pool.
+DRAIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ class OpenAIUpstream:
         finally:
             resp.release()
         if resp.status >= 400:
-            raise upstream_http_error(resp.status, raw)
+            raise upstream_http_error(resp.status, raw, params)
         try:
             data = json.loads(raw)
         except ValueError:
@@ -110,7 +117,7 @@ class OpenAIUpstream:
                 raise upstream_failure(exc) from exc
             finally:
                 resp.release()
-            raise upstream_http_error(resp.status, raw)
+            raise upstream_http_error(resp.status, raw, params)
         return _AiohttpStream(resp)
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
@@ -130,43 +137,74 @@ class OpenAIUpstream:
 
 
 class _AiohttpStream:
-    """Events of one streaming reply; `aclose` closes the connection (cancels the provider)."""
+    """Events of one streaming reply; `aclose` returns a finished stream's connection to the pool
+    and drops an unfinished one (so the provider stops generating)."""
 
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
         self.status = resp.status
         self.headers = relayed_headers(resp.headers)
         self.started = time.perf_counter()
+        self._finished = False  # `[DONE]` seen or the body read to its end
 
     async def events(self) -> AsyncIterator[bytes]:
         parser = SSEParser()
         try:
             async for chunk in self._resp.content.iter_any():
                 for event in parser.feed(chunk):
+                    if event.endswith(DONE) and event_data(event)[1].strip() == DONE:
+                        self._finished = True
                     yield event
         except Exception as exc:
             raise upstream_failure(exc) from exc
+        self._finished = True
         if parser.tail():
             yield parser.tail()
 
     async def aclose(self) -> None:
-        # close(), not release(): an unfinished stream must drop the connection so the provider
-        # stops generating (and the pool never reuses a half-read connection).
-        if not self._resp.closed:
-            self._resp.close()
+        if self._resp.closed:
+            return
+        if self._finished and await self._drained():
+            self._resp.release()  # keep-alive: the next request reuses this connection
+        else:
+            self._resp.close()  # half-read: never back into the pool
+
+    async def _drained(self) -> bool:
+        """Read what follows `[DONE]` (normally just the chunked terminator), briefly."""
+        try:
+            async with asyncio.timeout(DRAIN_S):
+                await self._resp.content.read()
+        except (TimeoutError, aiohttp.ClientError):
+            return False
+        return self._resp.content.at_eof()
 
 
-def upstream_http_error(status: int, raw: bytes) -> CtxProxyError:
-    """A provider error: passed through unchanged when it is OpenAI-shaped JSON, else a 502."""
+def upstream_http_error(status: int, raw: bytes, params: LiteLLMParams | None = None) -> CtxProxyError:
+    """A provider error: passed through unchanged when it is OpenAI-shaped JSON, else a 502.
+
+    A 401/403 to the operator's configured key is the proxy's problem, not the client's: a 502
+    (relaying it would blame a key the client never sent and echo a fragment of the operator's)."""
     try:
         body = json.loads(raw)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict | str):
-        return UpstreamHTTPError(status, body)
+        return for_keyed_entry(params, UpstreamHTTPError(status, body))
+    if params is not None and params.api_key and status in (401, 403):
+        return UpstreamError(CREDENTIALS_REJECTED, code="upstream_credentials_rejected")
     snippet = raw[:200].decode("utf-8", "replace")
     return UpstreamError(f"the upstream provider answered {status} without an error body: {snippet!r}")
 
 
+def for_keyed_entry(params: LiteLLMParams | None, error: CtxProxyError) -> CtxProxyError:
+    """`error`, except that the provider refusing the operator's configured key becomes a 502."""
+    if (params is not None and params.api_key and isinstance(error, UpstreamHTTPError)
+            and error.upstream_status in (401, 403)):
+        return UpstreamError(CREDENTIALS_REJECTED, code="upstream_credentials_rejected")
+    return error
+
+
 def relayed_headers(headers: Any) -> dict[str, str]:
-    return {k: v for k, v in headers.items() if k.lower().startswith(RELAYED_HEADER_PREFIXES)}
+    """Provider response headers worth relaying (rate limits, request ids), never the account's."""
+    return {k: v for k, v in headers.items()
+            if k.lower().startswith(RELAYED_HEADER_PREFIXES) and k.lower() not in WITHHELD_HEADERS}

@@ -82,3 +82,28 @@ async def test_keepalive_comments_and_multiline_data_pass_through(raw_proxy: Raw
         text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "ok"
 
+
+COMPLETE = [sse(chunk_json({"role": "assistant", "content": "ok"})), sse(chunk_json({}, "stop")),
+            sse(b"[DONE]")]
+
+
+async def test_finished_streams_reuse_one_upstream_connection(raw_proxy: RawProxy) -> None:
+    # The body's end arrives after [DONE] has been relayed, as from a real provider.
+    raw, proxy = await raw_proxy(COMPLETE, eof_delay_s=0.05)
+    async with aiohttp.ClientSession() as http:
+        for _ in range(3):
+            async with http.post(proxy.make_url("/v1/chat/completions"), json=BODY,
+                                 headers=HEADERS) as resp:
+                assert (await resp.read()).rstrip().endswith(b"data: [DONE]")
+    assert raw.requests == 3 and len(set(raw.peers)) == 1
+
+
+async def test_account_headers_of_the_upstream_are_never_relayed(raw_proxy: RawProxy) -> None:
+    upstream_headers = {"OpenAI-Organization": "org-operator", "OpenAI-Project": "proj_operator",
+                        "OpenAI-Processing-Ms": "12", "X-Request-Id": "req_1"}
+    _raw, proxy = await raw_proxy(COMPLETE, headers=upstream_headers)
+    async with aiohttp.ClientSession() as http, http.post(
+            proxy.make_url("/v1/chat/completions"), json=BODY, headers=HEADERS) as resp:
+        await resp.read()
+    assert "OpenAI-Organization" not in resp.headers and "OpenAI-Project" not in resp.headers
+    assert (resp.headers["OpenAI-Processing-Ms"], resp.headers["X-Request-Id"]) == ("12", "req_1")
