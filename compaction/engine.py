@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,7 +33,7 @@ from compaction.view_plan import RequestContext, measure_stored, plan_for
 from compaction.workview import WorkingView
 from config.errors import StoreError
 from config.settings import LOCAL_EXTRACTIVE, Settings
-from store.models import CompactionEvent, ForwardedRecord
+from store.models import CompactionEvent, ForwardedRecord, StoredMessage
 from store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -119,6 +119,7 @@ class Engine:
         tenant = self.store.for_tenant(turn.tenant_id)
         ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
                                count_tokens=lambda m: counter.count_message(strip_private_fields(m)))
+        ingest = replace(ingest, messages=recounted(ingest.conversation.model, ingest.messages, counter))
         return RequestContext(turn, messages, ingest, counter, budget, tenant, self.settings.recall,
                               client_tools)
 
@@ -191,8 +192,9 @@ class Engine:
         async with self._locks[cid]:
             pctx = self._pass_context(turn, budget, trigger, None)
             tenant = self.store.for_tenant(turn.tenant_id)
+            stored = recounted(tenant.conversation(cid).model, tenant.messages(cid), counter)
             wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
-                               count=counter.count_message)
+                               count=counter.count_message, messages=stored)
             limit = budget.target if trigger != "manual" else 0
             modes = ("normal", "hard") if trigger == "threshold" else ("normal",)
             _, events = await passes.compact_until(pctx, wv, limit, modes=modes)
@@ -251,6 +253,19 @@ class Engine:
 
 def _occupancy(plan: Plan) -> Occupancy:
     return plan.occupancy
+
+
+def recounted(stored_model: str, messages: Sequence[StoredMessage],
+              counter: TokenCounter) -> tuple[StoredMessage, ...]:
+    """`messages` with token counts valid for `counter` (planning only; the store is not rewritten).
+
+    Stored counts were made with the conversation model's tokenizer; a request naming a model with
+    another encoding (o200k -> cl100k, an HF tokenizer) would otherwise be planned with wrong sizes.
+    """
+    if TokenCounter.for_model(stored_model).encoding_name == counter.encoding_name:
+        return tuple(messages)
+    return tuple(replace(m, token_count=counter.count_message(strip_private_fields(m.message)))
+                 for m in messages)
 
 
 def prefix_hashes(messages: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
