@@ -6,6 +6,7 @@ reply (`record_reply`) and schedules background work (`after_turn`). This module
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import time
@@ -19,6 +20,7 @@ from compaction import recall
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.types import ChatTurn, Credentials, PreparedRequest
 from config.errors import (
+    CtxProxyError,
     InvalidRequestError,
     ModelNotFoundError,
     PayloadTooLargeError,
@@ -26,7 +28,7 @@ from config.errors import (
 )
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys, recall_upstream, sse
-from proxy.middleware import CLIENT_CLOSED
+from proxy.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.upstream import Upstream, uses_openai_wire
 
 CONVERSATION_HEADER = "X-Conversation-Id"
@@ -223,15 +225,25 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
         **stream.headers, **SSE_HEADERS, **_headers(t, time.perf_counter() - began)})
     try:
         await response.prepare(t.request)
+        t.request[PREPARED_RESPONSE] = response  # from here on, errors must not start a new response
         outcome = await sse.relay(stream.events(), response.write)
     except ConnectionResetError:
         # The client went away: the upstream request is dropped (finally) and nothing is stored.
         record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
         return response
+    except asyncio.CancelledError:  # the same, under handler_cancellation
+        record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
+        raise
     finally:
         await stream.aclose()
     upstream_s = time.perf_counter() - began
-    await _finish_stream(t, outcome)
+    try:
+        await _finish_stream(t, outcome)
+    except Exception as exc:  # the client has its reply; storing it failed (logged, not re-sent)
+        record.error_code = "reply_store_failed"
+        t.request.app[appkeys.LOGGER].error(
+            "reply_store_failed", conversation_id=t.prepared.conversation_id,
+            error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
     _observe_timing(t, upstream_s, header_overhead=True)
     await response.write_eof()
     return response
@@ -241,10 +253,11 @@ async def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
     record = t.request[appkeys.RECORD]
     engine = t.request.app[appkeys.ENGINE]
     record.tokens_out = outcome.assembler.completion_tokens
-    if outcome.complete:
+    if outcome.complete and outcome.storable:
         await _maybe_await(engine.record_reply(t.prepared, t.turn, outcome.assembler.message()))
     else:
-        record.error_code = outcome.error.code if outcome.error else "stream_broken"
+        record.error_code = outcome.error.code if outcome.error else (
+            "stream_broken" if not outcome.complete else "reply_not_assembled")
         t.request.app[appkeys.LOGGER].warning(
             "stream_broken", conversation_id=t.prepared.conversation_id, error=str(outcome.error),
             stored_reply=False)

@@ -23,6 +23,8 @@ from proxy.logging import RequestRecord
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 RECALL_ROUTES = {"/v1/context/search": "search", "/v1/context/expand": "expand"}
+# Set by a handler once its streamed response is prepared: a later error cannot start a new one.
+PREPARED_RESPONSE = web.RequestKey("prepared_response", web.StreamResponse)
 
 
 def error_response(error: CtxProxyError) -> web.Response:
@@ -61,10 +63,17 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _failed(request, mapped)
 
 
-def _failed(request: web.Request, error: CtxProxyError) -> web.Response:
+def _failed(request: web.Request, error: CtxProxyError) -> web.StreamResponse:
     record = request.get(appkeys.RECORD)
     if record is not None:
         record.error_code = error.code
+    started: web.StreamResponse | None = request.get(PREPARED_RESPONSE)
+    if started is not None and started.prepared:
+        # Headers are gone already: writing a second HTTP response into the body would corrupt
+        # the stream. Log it and end the one already started.
+        request.app[appkeys.LOGGER].error("error_after_response_started", path=request.path,
+                                          error_code=error.code)
+        return started
     return error_response(error)
 
 

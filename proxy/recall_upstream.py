@@ -121,6 +121,9 @@ def _chunk(block: bytes) -> JSON | bytes | None:
     name, data = event_data(block)
     if data.strip() == DONE:
         return DONE
+    if name == "error" and not data.lstrip().startswith(b"{"):  # a non-JSON in-band error
+        raise UpstreamHTTPError(502, {"error": {"message": data.decode("utf-8", "replace"),
+                                                "type": "upstream_error", "code": "upstream_error"}})
     try:
         chunk = json.loads(data) if data else None
     except ValueError:

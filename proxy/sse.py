@@ -98,7 +98,7 @@ class ReplyAssembler:
                 self._feed_tool_call(call)
 
     def _feed_tool_call(self, call: dict[str, Any]) -> None:
-        slot = self.tool_calls.setdefault(int(call.get("index", 0)), {
+        slot = self.tool_calls.setdefault(int(call.get("index") or 0), {
             "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
         if call.get("id"):
             slot["id"] = call["id"]
@@ -132,6 +132,7 @@ class RelayOutcome:
     assembler: ReplyAssembler
     complete: bool = False
     error: CtxProxyError | None = None
+    storable: bool = True  # False when a chunk could not be assembled (the reply is not stored)
 
 
 async def relay(events: AsyncIterator[bytes], write: Writer) -> RelayOutcome:
@@ -161,16 +162,27 @@ def _absorb(block: bytes, outcome: RelayOutcome) -> bool:
     if data.strip() == DONE:
         outcome.complete = outcome.error is None
         return True
+    if name == "error":  # whatever its data (JSON or not): the provider reported an error in-band
+        outcome.error = UpstreamError("upstream reported an error mid-stream")
+        return False
     if not data:
         return False
     try:
         chunk = json.loads(data)
     except ValueError:
         return False  # passed through anyway; only assembly skips it
-    if name == "error" or (isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk):
-        # The provider reported an error in-band; the client already got it. Not a stored reply.
+    if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+        # The client already got it. Not a stored reply.
         outcome.error = UpstreamError("upstream reported an error mid-stream")
         return False
     if isinstance(chunk, dict):
-        outcome.assembler.feed(chunk)
+        _assemble(chunk, outcome)
     return False
+
+
+def _assemble(chunk: dict[str, Any], outcome: RelayOutcome) -> None:
+    """Best effort: a chunk of unexpected shape marks the reply unstorable, never breaks the relay."""
+    try:
+        outcome.assembler.feed(chunk)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        outcome.storable = False
