@@ -74,9 +74,11 @@ def load_settings(path: str | None, env: Mapping[str, str]) -> Settings:
 
 
 def _build(raw: dict[str, Any], env: Mapping[str, str]) -> Settings:
-    sections = {name: _build_section(name, raw.get(name), env) for name in SECTIONS}
-    models = _build_model_list(raw.get("model_list"), sections["compaction"])
-    settings = Settings(model_list=models, **sections)
+    compaction = _build_section("compaction", raw.get("compaction"), env)
+    models = _build_model_list(raw.get("model_list"), compaction)  # errors in file order
+    sections = {name: _build_section(name, raw.get(name), env) for name in SECTIONS
+                if name != "compaction"}
+    settings = Settings(model_list=models, compaction=compaction, **sections)
     _validate(settings)
     return settings
 
@@ -110,16 +112,33 @@ def _read_yaml(path: str) -> Any:
 
 
 class _EnvText(str):
-    """A value read through `os.environ/NAME`: parsed like an env override for typed fields."""
+    """A value read through `os.environ/NAME`: parsed like an env override for typed fields.
 
-    __slots__ = ("var",)
+    A missing variable is only reported where the value is used, after the keys around it were
+    checked, so a typo in a key is reported before a variable that is not set.
+    """
+
+    __slots__ = ("var", "where", "missing")
     var: str
+    where: str
+    missing: bool
 
 
-def _env_text(value: str, var: str) -> _EnvText:
-    text = _EnvText(value)
-    text.var = var
+def _env_text(value: str | None, var: str, where: str) -> _EnvText:
+    text = _EnvText(value or "")
+    text.var, text.where, text.missing = var, where, value is None
     return text
+
+
+def _present(value: Any) -> Any:
+    """`value`, with every `os.environ/NAME` inside it required to be set."""
+    if isinstance(value, _EnvText) and value.missing:
+        raise ConfigError(f"{value.where}: environment variable {value.var} is not set")
+    if isinstance(value, dict):
+        return {k: _present(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_present(v) for v in value]
+    return value
 
 
 def _resolve_env_refs(value: Any, where: str, env: Mapping[str, str]) -> Any:
@@ -130,9 +149,7 @@ def _resolve_env_refs(value: Any, where: str, env: Mapping[str, str]) -> Any:
         return [_resolve_env_refs(v, f"{where}[{i}]", env) for i, v in enumerate(value)]
     if isinstance(value, str) and value.startswith(ENV_REF):
         name = value[len(ENV_REF):]
-        if name not in env:
-            raise ConfigError(f"{where}: environment variable {name} is not set")
-        return _env_text(env[name], name)
+        return _env_text(env.get(name), name, where)
     return value
 
 
@@ -204,6 +221,7 @@ def _parse_bool(text: str) -> bool:
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     """Accept `value` if it has type `tp` (ints are accepted for floats); else ConfigError."""
     optional, base = _split_optional(tp)
+    value = _present(value)
     if value is None:
         if optional:
             return None
@@ -265,7 +283,7 @@ def _build_params(raw: Any, where: str) -> LiteLLMParams:
     model = _required_str(raw, "model", where)
     api_base = _coerce(raw.get("api_base"), str | None, f"{where}.api_base")
     api_key = _coerce(raw.get("api_key"), str | None, f"{where}.api_key")
-    extra = {k: v for k, v in raw.items() if k not in ("model", "api_base", "api_key")}
+    extra = _present({k: v for k, v in raw.items() if k not in ("model", "api_base", "api_key")})
     return LiteLLMParams(model, api_base.rstrip("/") if api_base else None, api_key or None, extra)
 
 
