@@ -47,8 +47,15 @@ class BackgroundCompactor:
         if self.is_running(conversation_id):
             self._pending[conversation_id] = job
             return False
-        self._tasks[conversation_id] = asyncio.create_task(self._run(conversation_id, job))
+        task = asyncio.create_task(self._run(conversation_id, job))
+        self._tasks[conversation_id] = task
+        task.add_done_callback(lambda done: self._forget(conversation_id, done))
         return True
+
+    def _forget(self, conversation_id: str, task: asyncio.Task[None]) -> None:
+        """Drop a finished task (only if it is still the conversation's current one)."""
+        if self._tasks.get(conversation_id) is task:
+            del self._tasks[conversation_id]
 
     async def _run(self, conversation_id: str, job: Job) -> None:
         next_job: Job | None = job
@@ -74,12 +81,13 @@ class BackgroundCompactor:
     async def drain(self) -> None:
         """Wait until no task is running (follow-ups included)."""
         while any(not t.done() for t in self._tasks.values()):
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
 
     async def aclose(self) -> None:
         """Cancel running tasks and wait for them to end."""
         self._pending.clear()
-        for task in self._tasks.values():
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()

@@ -31,7 +31,7 @@ from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, Occupancy, PreparedRequest, Summarizer, SummarizerChoice
 from compaction.view_plan import RequestContext, measure_stored, plan_for
 from compaction.workview import WorkingView
-from config.errors import StoreError
+from config.errors import InvalidRequestError, StoreError, SummarizerError
 from config.settings import LOCAL_EXTRACTIVE, Settings
 from store.models import CompactionEvent, ForwardedRecord, StoredMessage
 from store.store import Store
@@ -104,7 +104,8 @@ class Engine:
                       *, turn: ChatTurn | None = None) -> list[CompactionEvent]:
         """Run one compaction step now (operators); `turn` supplies model and summariser."""
         if turn is None:
-            raise ValueError("compact() needs a ChatTurn to pick the model and summariser")
+            raise InvalidRequestError("compact() needs a ChatTurn to pick the model and summariser",
+                                      param="turn")
         return await self._step(turn, conversation_id, trigger)
 
     async def aclose(self) -> None:
@@ -200,7 +201,8 @@ class Engine:
             _, events = await passes.compact_until(pctx, wv, limit, modes=modes)
         failed = [e for e in events if e.outcome == "failed"]
         if failed:
-            raise RuntimeError(f"compaction step failed: {failed[-1].error}")  # retried by background
+            raise SummarizerError(f"compaction step failed: {failed[-1].error}",  # retried in background
+                                  code="compaction_failed")
         return events
 
     def _pass_context(self, turn: ChatTurn, budget: Budget, trigger: Trigger,

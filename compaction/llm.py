@@ -15,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from config.errors import CtxProxyError
+
 _TOKENIZERS_SUBDIR = ("litellm_core_utils", "tokenizers")
 ANTHROPIC_TOKENIZER_FILE = "anthropic_tokenizer.json"
 DEEPSEEK_TOKENIZER_FILE = "deepseek_tokenizer.json"
@@ -26,7 +28,8 @@ def bundled_tokenizers_dir() -> Path:
     spec = importlib.util.find_spec("litellm")
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:
-        raise RuntimeError("litellm is not installed; its bundled tokenizer files are required")
+        raise CtxProxyError("litellm is not installed; its bundled tokenizer files are required",
+                            code="dependency_missing")
     return Path(locations[0]).joinpath(*_TOKENIZERS_SUBDIR)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.types import PreparedRequest
-from config.errors import CtxProxyError
+from config.errors import CtxProxyError, InvalidRequestError
 from config.settings import RecallSettings
 from store.models import SearchQuery
 from store.store import TenantStore
@@ -80,13 +80,13 @@ async def execute(tenant: TenantStore, conversation_id: str, name: str, argument
     try:
         args = json.loads(arguments_json or "{}")
         if not isinstance(args, dict):
-            raise ValueError("arguments must be a JSON object")
+            raise InvalidRequestError("arguments must be a JSON object", param="arguments")
         if name == settings.search_tool_name:
             return _search(tenant, conversation_id, args, settings)
         if name == settings.expand_tool_name:
             return _expand(tenant, args)
         return _error(f"unknown tool {name!r}")
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # bad JSON (json.loads) or argument types from the model
         return _error(str(exc))
     except CtxProxyError as exc:
         return _error(exc.message)
@@ -95,10 +95,10 @@ async def execute(tenant: TenantStore, conversation_id: str, name: str, argument
 def _search(tenant: TenantStore, cid: str, args: dict[str, Any], settings: RecallSettings) -> str:
     pattern = args.get("pattern")
     if not isinstance(pattern, str) or not pattern.strip():
-        raise ValueError("pattern: a non-empty string is required")
+        raise InvalidRequestError("pattern: a non-empty string is required", param="pattern")
     limit = args.get("limit", settings.search_limit)
     if not isinstance(limit, int) or not 1 <= limit <= 50:
-        raise ValueError("limit: an integer between 1 and 50")
+        raise InvalidRequestError("limit: an integer between 1 and 50", param="limit")
     query = SearchQuery(pattern=pattern, scope=args.get("scope") or "both", role=args.get("role"),
                         last=args.get("last"), since=args.get("since"), before=args.get("before"),
                         conversation_id=cid, all_conversations=bool(args.get("all_conversations")),
@@ -111,7 +111,7 @@ def _search(tenant: TenantStore, cid: str, args: dict[str, Any], settings: Recal
 def _expand(tenant: TenantStore, args: dict[str, Any]) -> str:
     ids = args.get("ids")
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str | int) for i in ids):
-        raise ValueError("ids: a non-empty list of id strings is required")
+        raise InvalidRequestError("ids: a non-empty list of id strings is required", param="ids")
     items = tenant.expand([str(i) for i in ids[:MAX_EXPAND_IDS]])
     return json.dumps({"items": [{k: v for k, v in i.__dict__.items() if v not in (None, ())}
                                  for i in items]}, ensure_ascii=False)

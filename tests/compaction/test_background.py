@@ -118,3 +118,16 @@ async def test_aclose_cancels_running_and_pending_jobs() -> None:
     await bg.aclose()
     assert log == ["start a"] and pending.runs == 0 and bg.running == 0
     assert bg.completed == 0
+
+
+async def test_finished_tasks_are_not_kept() -> None:
+    bg = BackgroundCompactor(backoff_s=0, retries=0)
+    log: list[str] = []
+    for index in range(20):
+        gate = Gate(log, f"j{index}", fail_times=index % 2)
+        gate.release.set()
+        bg.schedule(f"conv-{index}", gate)
+    await bg.drain()
+    await asyncio.sleep(0)
+    assert bg._tasks == {} and bg.completed == 10 and bg.failed == 10
+    await bg.aclose()

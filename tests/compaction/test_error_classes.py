@@ -1,0 +1,52 @@
+"""Compaction raises only config/errors.py classes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from compaction import llm, recall
+from compaction.engine import Engine
+from config.errors import CtxProxyError, InvalidRequestError
+from config.settings import LiteLLMParams, ModelEntry, RecallSettings, Settings, StoreSettings
+from store.store import Store
+
+
+async def test_compact_without_turn_is_invalid_request(tmp_path: Path) -> None:
+    store = Store.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
+    engine = Engine(store, Settings((ModelEntry("*", LiteLLMParams("openai/*")),)),
+                    lambda _t: pytest.fail("no summariser needed"))
+    with pytest.raises(InvalidRequestError) as info:
+        await engine.compact("tenant-a", "conv")
+    assert info.value.param == "turn"
+    await engine.aclose()
+    store.close()
+
+
+@pytest.mark.parametrize(("name", "arguments", "message"), [
+    ("context_search", "[]", "arguments must be a JSON object"),
+    ("context_search", '{"pattern": ""}', "pattern: a non-empty string is required"),
+    ("context_search", '{"pattern": "x", "limit": 99}', "limit: an integer between 1 and 50"),
+    ("context_expand", '{"ids": []}', "ids: a non-empty list of id strings is required"),
+    ("context_search", "{not json", "Expecting property name"),
+])
+async def test_recall_argument_errors_become_json_errors(tmp_path: Path, name: str, arguments: str,
+                                                         message: str) -> None:
+    store = Store.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
+    out = json.loads(await recall.execute(store.for_tenant("t"), "c", name, arguments, RecallSettings()))
+    assert message in out["error"]
+    store.close()
+
+
+def test_missing_litellm_is_a_ctxproxy_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    llm.bundled_tokenizers_dir.cache_clear()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda _name: None)
+    try:
+        with pytest.raises(CtxProxyError, match="litellm is not installed"):
+            llm.bundled_tokenizers_dir()
+    finally:
+        monkeypatch.undo()
+        llm.bundled_tokenizers_dir.cache_clear()
