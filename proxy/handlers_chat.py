@@ -20,6 +20,7 @@ from compaction import recall
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.types import ChatTurn, Credentials, PreparedRequest
 from config.errors import (
+    AuthenticationError,
     CtxProxyError,
     InvalidRequestError,
     ModelNotFoundError,
@@ -29,7 +30,7 @@ from config.errors import (
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys, recall_upstream, sse
 from proxy.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
-from proxy.upstream import Upstream, uses_openai_wire
+from proxy.upstream import MISSING_API_KEY, Upstream, uses_openai_wire
 
 CONVERSATION_HEADER = "X-Conversation-Id"
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
@@ -97,6 +98,8 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
         raise ModelNotFoundError(f"The model `{model}` does not exist or is not served by this proxy",
                                  param="model")
     client_key = bearer_key(request)
+    if client_key is None and app[appkeys.SETTINGS].server.require_client_key:
+        raise AuthenticationError(MISSING_API_KEY, code="missing_api_key")
     tenant = app[appkeys.STORE].tenant_id_for_key(client_key)
     record.tenant_id = tenant
     turn = await _build_turn(request, body, entry, tenant, client_key)

@@ -1,23 +1,31 @@
 """POST /v1/context/search and POST /v1/context/expand: recall over the caller's own history.
 
-The caller is identified like a chat request: its bearer key hashed to a tenant (no key: the
-`anonymous` tenant). Everything goes through that tenant's TenantStore, so another tenant's ids
-are answered exactly like unknown ones (404). Parameters: see proxy/recall_api.py.
+The caller is identified like a chat request: its bearer key hashed to a tenant. A keyless caller
+is refused (401) whatever server.require_client_key says: keyless callers share the one `anonymous`
+tenant, so recall there would show each caller the others' histories. Everything goes through the
+caller's TenantStore, so another tenant's ids are answered exactly like unknown ones (404).
+Parameters: see proxy/recall_api.py.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from config.errors import AuthenticationError
 from proxy import appkeys
 from proxy.handlers_chat import bearer_key, read_json_object
 from proxy.recall_api import as_list, expand_ids, hit_json, item_json, run_search, search_query
 from store.store import TenantStore
 
+KEYLESS_RECALL = "recall needs an API key: keyless callers share one anonymous tenant"
+
 
 def _tenant_store(request: web.Request) -> TenantStore:
     store = request.app[appkeys.STORE]
-    tenant = store.tenant_id_for_key(bearer_key(request))
+    key = bearer_key(request)
+    if key is None:
+        raise AuthenticationError(KEYLESS_RECALL, code="missing_api_key")
+    tenant = store.tenant_id_for_key(key)
     record = request.get(appkeys.RECORD)
     if record is not None:
         record.tenant_id = tenant
@@ -27,15 +35,15 @@ def _tenant_store(request: web.Request) -> TenantStore:
 
 async def context_search(request: web.Request) -> web.Response:
     """Hits ranked by bm25 (more negative = better), in OpenAI's list envelope."""
-    query = search_query(await read_json_object(request))
-    hits = run_search(_tenant_store(request), query)
+    tenant = _tenant_store(request)  # 401 before the body is even read
+    hits = run_search(tenant, search_query(await read_json_object(request)))
     return web.json_response(as_list([hit_json(h) for h in hits]))
 
 
 async def context_expand(request: web.Request) -> web.Response:
     """Full messages and summaries (with their sources), in the order asked."""
-    ids = expand_ids(await read_json_object(request))
-    items = _tenant_store(request).expand(ids)
+    tenant = _tenant_store(request)
+    items = tenant.expand(expand_ids(await read_json_object(request)))
     return web.json_response(as_list([item_json(i) for i in items]))
 
 

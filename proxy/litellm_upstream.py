@@ -20,7 +20,7 @@ from typing import Any
 from config.errors import AuthenticationError
 from config.settings import LiteLLMParams
 from proxy.error_mapping import upstream_failure
-from proxy.upstream import StreamingReply, UpstreamReply, for_keyed_entry
+from proxy.upstream import MISSING_API_KEY, StreamingReply, UpstreamReply, for_keyed_entry
 
 # OpenAI chat parameters a client may set; every other body key is dropped (see module doc).
 # `metadata` is left out on purpose: litellm reads it as its own logging/routing metadata.
@@ -41,9 +41,7 @@ def _require_key(params: LiteLLMParams, api_key: str | None) -> None:
         return
     if any(str(k).startswith(CREDENTIAL_EXTRA_PREFIXES) for k in params.extra):
         return
-    raise AuthenticationError("You didn't provide an API key. You need to provide your API key in "
-                              "an Authorization header using Bearer auth (i.e. Authorization: "
-                              "Bearer YOUR_KEY).", code="missing_api_key")
+    raise AuthenticationError(MISSING_API_KEY, code="missing_api_key")
 
 
 def _kwargs(params: LiteLLMParams, body: dict[str, Any], api_key: str | None,

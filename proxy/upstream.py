@@ -27,6 +27,8 @@ OPENAI_WIRE_PROVIDERS = frozenset({"", "openai", "hosted_vllm", "openai_compatib
 RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after")
 # ...except the account behind the key: the operator's organisation/project when the key is theirs.
 WITHHELD_HEADERS = frozenset({"openai-organization", "openai-project"})
+MISSING_API_KEY = ("You didn't provide an API key. You need to provide your API key in an "
+                   "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
 CREDENTIALS_REJECTED = "the upstream rejected the proxy's configured credentials"
 # How long a finished stream may take to deliver its terminating chunk before the connection is
 # dropped instead of returned to the pool.
