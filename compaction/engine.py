@@ -28,7 +28,7 @@ from compaction.planner import Plan
 from compaction.summarizers import CircuitBreaker
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
-from compaction.types import ChatTurn, Occupancy, PreparedRequest, Summarizer, SummarizerChoice
+from compaction.types import ChatTurn, PreparedRequest, Summarizer, SummarizerChoice
 from compaction.view_plan import RequestContext, measure_stored, plan_for
 from compaction.workview import WorkingView
 from config.errors import InvalidRequestError, StoreError, SummarizerError
@@ -92,7 +92,7 @@ class Engine:
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
         """Schedule a threshold compaction step when due; True when one was scheduled."""
         s = turn.settings
-        threshold = prepared.budget * s.summarize_token_percent // 100
+        threshold = Budget.for_turn(turn, 0).threshold  # tools do not change the input budget
         due = (s.enabled and s.background and prepared.tokens_forwarded > threshold
                and len(turn.messages) >= s.summarize_message_threshold)
         if due:
@@ -155,7 +155,7 @@ class Engine:
             s.category == "anchors" for s in plan.slots)
         prepared = PreparedRequest(ctx.conversation_id, plan.messages, tuple(ctx.turn.tools),
                                    ctx.tokens_received, plan.tokens, ctx.budget.total, compacted,
-                                   plan.summary_ids, _occupancy(plan), out.waited, out.forced, None,
+                                   plan.summary_ids, plan.occupancy, out.waited, out.forced, None,
                                    out.events, recall_offered=ctx.turn.offer_recall,
                                    last_seq=ctx.last_seq,
                                    last_chain_hash=ctx.ingest.messages[-1].chain_hash)
@@ -163,7 +163,7 @@ class Engine:
                 prepared, self.settings.recall):
             # Budgeted for, but not sent this turn (nothing hidden): count only what is forwarded.
             plan = replace(plan, tools_tokens=ctx.client_tools_tokens)
-        occupancy = _occupancy(plan)
+        occupancy = plan.occupancy
         rec = ForwardedRecord(ctx.conversation_id, prefix_hashes(plan.messages), ctx.tokens_received,
                               plan.tokens, ctx.budget.total, occupancy.as_dict(), compacted,
                               out.view_version)
@@ -251,10 +251,6 @@ class Engine:
         if observed is None or observed.inner is not summarizer:
             observed = self._observed[id(summarizer)] = ObservedSummarizer(summarizer, self.observer)
         return observed
-
-
-def _occupancy(plan: Plan) -> Occupancy:
-    return plan.occupancy
 
 
 def recounted(stored_model: str, messages: Sequence[StoredMessage],

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from compaction.prompts import PROMPT_VERSION, build_request
 from compaction.redact import redact
 from compaction.tokens import TokenCounter
+from compaction.truncate import prefix_within
 from compaction.types import Summarizer, SummaryRequest
 from compaction.verify import verify_summary
 from config.settings import LOCAL_EXTRACTIVE
@@ -187,16 +188,4 @@ def truncate_sources(sources_text: str, limit_tokens: int, counter: TokenCounter
         if chars == 0:
             break
         chars = chars // 2 if chars >= 16 else 0
-    return _prefix_within(sources_text, limit_tokens, counter)
-
-
-def _prefix_within(text: str, limit_tokens: int, counter: TokenCounter) -> str:
-    """Longest character prefix (binary search) whose token count is within the limit."""
-    low, high = 0, len(text)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if counter.count_text(text[:mid]) <= limit_tokens:
-            low = mid
-        else:
-            high = mid - 1
-    return text[:low]
+    return prefix_within(sources_text, limit_tokens, counter.count_text)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.errors import InvalidRequestError
+from store.content import content_text, tool_calls
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
@@ -129,32 +130,12 @@ def is_pinned(message: Mapping[str, Any]) -> bool:
     return message.get("pinned") is True
 
 
-def content_text(content: Any) -> str:
-    """Text of a `content` value: the string itself, or its text/refusal parts joined by newlines."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for part in content:
-        if isinstance(part, Mapping):
-            kind = part.get("type")
-            value = part.get(kind) if kind in ("text", "refusal") else None
-            if isinstance(value, str):
-                texts.append(value)
-    return "\n".join(texts)
-
-
 def message_text(message: Mapping[str, Any]) -> str:
-    """The human-readable text of a message: content text plus tool calls as `name(arguments)`."""
-    pieces = [content_text(message.get("content"))]
-    calls = list(message.get("tool_calls") or ())
-    if isinstance(message.get("function_call"), Mapping):
-        calls.append({"function": message["function_call"]})
-    for call in calls:
-        fn = call.get("function") if isinstance(call, Mapping) else None
-        if isinstance(fn, Mapping):
-            args = fn.get("arguments")
-            args_text = args if isinstance(args, str) else json.dumps(args)
-            pieces.append(f"{fn.get('name')}({args_text})")
+    """The human-readable text of a message: content text (store/content.py's rules, the ones the
+    search index uses) plus tool calls as `name(arguments)`."""
+    plain = dict(message)
+    pieces = [content_text(plain)]
+    for call in tool_calls(plain):
+        args = call["arguments"]
+        pieces.append(f"{call['name']}({args if isinstance(args, str) else json.dumps(args)})")
     return "\n".join(p for p in pieces if p)

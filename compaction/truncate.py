@@ -19,6 +19,7 @@ from typing import Any
 
 from compaction.planner import Plan, Slot
 from config.errors import InvalidRequestError
+from store.content import content_text
 
 MIN_ALLOWANCE = 64
 Count = Callable[[Mapping[str, Any]], int]
@@ -116,7 +117,7 @@ class _Cutter:
         self._expand_tool = expand_tool
 
     def cut(self, slot: Slot, allowance: int) -> Slot:
-        text = _text(slot.message)
+        text = content_text(dict(slot.message))
         if not text or allowance >= slot.tokens:
             return slot
         overhead = slot.tokens - self._count_text(text)
@@ -143,32 +144,29 @@ class _Cutter:
         return replace(slot, message=message, tokens=self._count(message))
 
 
-def _text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content
-                         if isinstance(p, Mapping) and p.get("type") == "text")
-    return ""
+def longest_within(length: int, fits: Callable[[int], bool]) -> int:
+    """The largest n in [0, length] with `fits(n)` (binary search; `fits` must be monotone)."""
+    lo, hi = 0, max(length, 0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def prefix_within(text: str, tokens: int, count: TextCount, *, max_chars: int | None = None) -> str:
+    """Longest prefix of `text` with at most `tokens` tokens (searching at most `max_chars`)."""
+    if tokens < 0:
+        return ""
+    length = len(text) if max_chars is None else min(len(text), max_chars)
+    return text[:longest_within(length, lambda n: count(text[:n]) <= tokens)]
 
 
 def _prefix(text: str, tokens: int, count: TextCount) -> str:
-    """Longest prefix of `text` with at most `tokens` tokens (binary search on characters)."""
-    if tokens <= 0:
-        return ""
-    lo, hi = 0, min(len(text), tokens * 8)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if count(text[:mid]) <= tokens else (lo, mid - 1)
-    return text[:lo]
+    return prefix_within(text, tokens, count, max_chars=tokens * 8) if tokens > 0 else ""
 
 
 def _suffix(text: str, tokens: int, count: TextCount) -> str:
     if tokens <= 0:
         return ""
-    lo, hi = 0, min(len(text), tokens * 8)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if count(text[len(text) - mid:]) <= tokens else (lo, mid - 1)
-    return text[len(text) - lo:] if lo else ""
+    n = longest_within(min(len(text), tokens * 8), lambda k: count(text[len(text) - k:]) <= tokens)
+    return text[len(text) - n:] if n else ""

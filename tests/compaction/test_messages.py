@@ -66,3 +66,28 @@ def test_accessors() -> None:
     stripped = strip_private_fields(msg)
     assert "pinned" not in stripped and "pinned" in msg
     assert message_text(msg) == 'Looking\nsearch({"q": "ORD-1"})'
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "user", "content": [{"type": "input_text", "text": "order ORD-1 for Ana"}]},
+    {"role": "user", "content": [{"type": "text", "text": "order ORD-1"},
+                                 {"type": "text", "text": "for Ana"}]},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "ORD-1"}'}}]},
+])
+def test_message_text_follows_the_store_rules(message: dict[str, Any]) -> None:
+    from store.content import searchable_text
+    text = message_text(message)
+    assert text and all(word in text for word in searchable_text(message).replace("lookup ", "").split())
+
+
+def test_truncation_cuts_input_text_parts() -> None:
+    from compaction.planner import Slot
+    from compaction.tokens import TokenCounter
+    from compaction.truncate import _Cutter
+    counter = TokenCounter.for_model("gpt-4o")
+    message = {"role": "user", "content": [{"type": "input_text", "text": "word " * 500}]}
+    slot = Slot(message=message, tokens=counter.count_message(message), category="fresh_tail", group=1,
+                protected=False, ref="7")
+    cut = _Cutter(counter.count_message, counter.count_text, None).cut(slot, slot.tokens - 1)
+    assert cut.tokens < slot.tokens and "truncated from message 7" in str(cut.message["content"])
