@@ -12,8 +12,10 @@ the cue; the store resolves it against what is active, so it works across compac
   and takes over that anchor's key.
 - `retract`: retractable anchors (amounts, dates, decisions) the sentence mentions (value, or key
   words) are superseded by the ruling-out sentence itself, stored as a `ruled_out` anchor.
-Superseding a value also supersedes its duplicates (same kind, same value under another key) and
-decisions quoting it, so no stale copy stays current.
+Superseding a value also supersedes its copies (same kind and value, under a key sharing a word with
+the old key or under the bare value) and decisions quoting it as a whole token, so no stale copy stays
+current; an equal value of an unrelated fact stays ("flight $500" when the deposit's $500 changes).
+Values are matched on token boundaries ("5" is not mentioned in "port 5432").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from store import rows
@@ -31,6 +34,7 @@ from store.models import Anchor, AnchorDraft
 
 RETRACTABLE_KINDS = frozenset({"amount", "date", "decision"})  # ideas and values, never identities
 _KEY_WORD = re.compile(r"[a-z][a-z0-9_']+")
+_CLAUSE_END = re.compile(r"[,;!?]\s|\.\s|\n")
 
 
 @dataclass(frozen=True)
@@ -75,17 +79,61 @@ def _mark(run: Runner, anchor_id: int, by: int) -> None:
 
 
 def _supersede(run: Runner, cid: str, old: sqlite3.Row, by: int) -> list[int]:
-    """Supersede `old` and the active copies of its value (same kind, or decisions quoting it)."""
+    """Supersede `old` and the active copies of the same fact (see `_is_copy`)."""
     gone = [int(old["id"])]
     for row in _active_rows(run, cid):
         if row["id"] == old["id"] or row["id"] == by or row["kind"] == "pinned":
             continue
-        same = row["kind"] == old["kind"] and row["value"] == old["value"]
-        if same or (row["kind"] == "decision" and old["kind"] != "decision" and old["value"] in row["value"]):
+        if _is_copy(row, old) or (row["kind"] == old["kind"] and row["value"] == old["value"]
+                                  and _misread_copy(run, row, old)):
             gone.append(int(row["id"]))
     for anchor_id in gone:
         _mark(run, anchor_id, by)
     return gone
+
+
+def _is_copy(row: sqlite3.Row, old: sqlite3.Row) -> bool:
+    """`row` restates the fact `old` held: the same value of the same kind about the same thing (its
+    key shares a word with old's key, or is the bare value), or a decision quoting old's value.
+
+    An equal value under an unrelated key is another fact ("flight $500" next to "deposit $500"),
+    unless its label was misread (`_misread_copy`).
+    """
+    if row["kind"] == "decision" and old["kind"] != "decision":
+        return value_in(str(old["value"]), str(row["value"]))
+    if row["kind"] != old["kind"] or row["value"] != old["value"]:
+        return False
+    bare = " ".join(str(row["value"]).lower().split())
+    old_words = key_words(str(old["key"]))
+    return row["key"] == bare or bool(key_words(str(row["key"])) & old_words)
+
+
+def _misread_copy(run: Runner, row: sqlite3.Row, old: sqlite3.Row) -> bool:
+    """An equal value whose label was read from a clause that also names old's key ("the budget for
+    goodwill on this account is $4,500": key "account", but the budget's value)."""
+    found = run("SELECT text FROM messages WHERE tenant_id = :tenant AND id = :id",
+                {"id": row["source_message_id"]}).fetchone()
+    if found is None:
+        return False
+    own, old_words = key_words(str(row["key"])), key_words(str(old["key"]))
+    text = str(found[0])
+    for match in _value_pattern(str(row["value"])).finditer(text):
+        clause = _CLAUSE_END.split(text[:match.start()])[-1]
+        words = key_words(clause)
+        if own & words and old_words & words:
+            return True
+    return False
+
+
+@lru_cache(maxsize=1024)
+def _value_pattern(value: str) -> re.Pattern[str]:
+    # Not inside a longer word or number: "5" is not in "5432" nor "1.5", "$500" is in "$500." though.
+    return re.compile(r"(?<!\w)(?<!\w\.)" + re.escape(value) + r"(?!\.?\w)")
+
+
+def value_in(value: str, text: str) -> bool:
+    """`value` occurs in `text` as a whole token, not as part of a longer word or number."""
+    return bool(value) and _value_pattern(value).search(text) is not None
 
 
 def key_words(key: str) -> set[str]:
@@ -95,7 +143,7 @@ def key_words(key: str) -> set[str]:
 
 def _mentioned(row: sqlite3.Row, draft: RevisionDraft, min_shared: int) -> tuple[int, int] | None:
     """How strongly the sentence points at `row`: (value mentioned, shared key words), or None."""
-    if row["value"] in draft.sentence:
+    if value_in(str(row["value"]), draft.sentence):
         return (1, 0)
     shared = len(key_words(str(row["key"])) & draft.words)
     return (0, shared) if shared >= min_shared else None
