@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -165,14 +164,7 @@ async def _static(request: web.Request) -> web.StreamResponse:
 
 def tenant_ids(store: Any) -> list[str]:
     """Every tenant with at least one conversation (the operator's view spans tenants)."""
-    listing = getattr(store, "tenant_ids", None)
-    if callable(listing):
-        return list(listing())
-    with store.lock:  # fallback until Store offers a tenant listing
-        cur: sqlite3.Cursor = store.conn.execute(
-            "SELECT tenant_id, MAX(updated_at) AS last FROM conversations "
-            "GROUP BY tenant_id ORDER BY last DESC")
-        return [str(row[0]) for row in cur.fetchall()]
+    return list(store.tenant_ids())
 
 
 def _store(request: web.Request) -> Any:

@@ -69,7 +69,8 @@ def _match_by_chain(run: Runner, hashes: list[str]) -> _Match:
     params: dict[str, Any] = {f"h{i}": h for i, h in enumerate(hashes)}
     marks = ", ".join(f":h{i}" for i in range(len(hashes)))
     hits = run("SELECT m.seq, m.chain_hash, c.* FROM messages m JOIN conversations c ON c.id = "
-               f"m.conversation_id WHERE m.tenant_id = :tenant AND m.chain_hash IN ({marks}) "
+               "m.conversation_id AND c.tenant_id = :tenant "
+               f"WHERE m.tenant_id = :tenant AND m.chain_hash IN ({marks}) "
                "ORDER BY m.seq DESC, c.created_at DESC, c.rowid DESC LIMIT 16", params).fetchall()
     for row in hits:  # equal chain hash implies equal position; checked against a collision anyway
         if hashes[row["seq"]] == row["chain_hash"] if row["seq"] < len(hashes) else False:

@@ -101,6 +101,16 @@ class Store:
     def for_tenant(self, tenant_id: str) -> TenantStore:
         return TenantStore(self, tenant_id)
 
+    def tenant_ids(self) -> list[str]:
+        """Tenants with at least one conversation, most recent activity first (operator views)."""
+        with self.lock:
+            try:
+                found = self.conn.execute("SELECT tenant_id FROM conversations GROUP BY tenant_id "
+                                          "ORDER BY MAX(updated_at) DESC, tenant_id").fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
+        return [str(row[0]) for row in found]
+
 
 def _stored_secret(conn: sqlite3.Connection) -> str:
     """The secret kept in `meta`, generated on first use (race-safe: first writer wins)."""
@@ -130,8 +140,8 @@ class TenantStore:
             cur.row_factory = sqlite3.Row
             try:
                 return cur.execute(sql, bound)
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"store query failed: {exc}") from exc
+            except sqlite3.Error as exc:  # IntegrityError included: never a raw sqlite3 exception
+                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -274,8 +284,9 @@ class TenantStore:
     def _sources_of_conversation(self, conversation_id: str) -> dict[str, list[tuple[str, str]]]:
         out: dict[str, list[tuple[str, str]]] = {}
         for r in self._run("SELECT ss.summary_id, ss.source_kind, ss.source_id FROM summary_sources ss "
-                           "JOIN summaries s ON s.id = ss.summary_id WHERE ss.tenant_id = :tenant AND "
-                           "s.conversation_id = :cid ORDER BY ss.summary_id, ss.ord",
+                           "JOIN summaries s ON s.id = ss.summary_id AND s.tenant_id = :tenant "
+                           "WHERE ss.tenant_id = :tenant AND s.conversation_id = :cid "
+                           "ORDER BY ss.summary_id, ss.ord",
                            {"cid": conversation_id}):
             out.setdefault(r[0], []).append((r[1], r[2]))
         return out
@@ -284,7 +295,8 @@ class TenantStore:
         """The latest persisted view, or None before the first compaction."""
         # One statement checks the conversation and fetches its newest view (every request does).
         row = self._one("SELECT v.* FROM conversations c LEFT JOIN views v ON v.conversation_id = c.id "
-                        "AND v.version = (SELECT version FROM views WHERE tenant_id = c.tenant_id AND "
+                        "AND v.tenant_id = :tenant "
+                        "AND v.version = (SELECT version FROM views WHERE tenant_id = :tenant AND "
                         "conversation_id = c.id ORDER BY version DESC LIMIT 1) "
                         "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": conversation_id},
                         f"conversation {conversation_id!r}")
