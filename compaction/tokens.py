@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from compaction import llm
+from store.content import part_text
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
@@ -157,9 +158,10 @@ class TokenCounter:
         return sum(self._count_part(part) for part in content if isinstance(part, Mapping))
 
     def _count_part(self, part: Mapping[str, Any]) -> int:
+        text = part_text(part)
+        if text is not None:
+            return self.count_text(text)
         kind = part.get("type")
-        if kind == "text" or kind == "refusal":
-            return self.count_text(str(part.get(kind) or ""))
         if kind == "image_url":
             image = part.get("image_url")
             detail = image.get("detail") if isinstance(image, Mapping) else None

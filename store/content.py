@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 TOOL_RESULT_NOTE = "tool result payload omitted on purpose; re-run the tool if you need it"
 _MAX_INLINE_URI = 256  # data: URIs longer than this are abbreviated in expand output
 
 
-def content_text(m: dict[str, Any]) -> str:
+TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
+def part_text(part: Mapping[str, Any]) -> str | None:
+    """The text a content part carries (None for media and unknown parts)."""
+    kind = part.get("type")
+    if kind in TEXT_PART_TYPES:
+        return str(part.get("text") or "")
+    if kind == "refusal":
+        return str(part.get("refusal") or part.get("text") or "")
+    return None
+
+
+def content_text(m: Mapping[str, Any]) -> str:
     """The text of a message's content: a string, or its text parts joined by newlines."""
     content = m.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [str(p.get("text") or "") for p in content
-                 if isinstance(p, dict) and p.get("type") in ("text", "input_text", "refusal")]
+        texts = [part_text(p) for p in content if isinstance(p, Mapping)]
         return "\n".join(t for t in texts if t)
     return ""
 

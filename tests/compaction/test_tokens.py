@@ -117,3 +117,16 @@ def test_framing_is_additive(texts: list[str]) -> None:
     c = TokenCounter.for_model("gpt-4o")
     msgs = [{"role": "user", "content": t} for t in texts]
     assert c.count_messages(msgs) == 3 + sum(3 + 1 + c.count_text(t) for t in texts)
+
+
+@pytest.mark.parametrize("part", [
+    {"type": "text", "text": "word " * 500},
+    {"type": "input_text", "text": "word " * 500},
+    {"type": "output_text", "text": "word " * 500},
+    {"type": "refusal", "refusal": "word " * 500},
+])
+def test_every_text_part_shape_is_counted_as_text(part: dict[str, object]) -> None:
+    counter = TokenCounter.for_model("gpt-4o-mini")
+    as_part = counter.count_message({"role": "user", "content": [part]})
+    as_string = counter.count_message({"role": "user", "content": "word " * 500})
+    assert as_part == as_string
