@@ -1,14 +1,14 @@
 """The web inspector at /ui: static page, login, and a read-only JSON API over every tenant's data.
 
 Protected by `server.admin_key`: a request needs `Authorization: Bearer <admin_key>` or the
-`ctxproxy_admin` cookie that /ui/login sets (an HMAC of the key, never the key). Without an admin key
-configured every /ui path answers 404. Operators see all tenants; each read still goes through that
+`ctxproxy_admin` cookie that /ui/login sets (an expiring HMAC token, never the key; see
+proxy/ui_session.py, which also backs off repeated failed logins). Without an admin key configured
+every /ui path answers 404. Operators see all tenants; each read still goes through that
 tenant's `TenantStore`. All data reaches the page as JSON; the page renders it with textContent.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +18,8 @@ from aiohttp import web
 
 from config.errors import AuthenticationError, CtxProxyError, NotFoundError, http_status
 from proxy import appkeys, inspect_view
+from proxy.handlers_chat import bearer_key
+from proxy.ui_session import SESSIONS, UiSessions, peer_of, sent_over_https
 
 COOKIE = "ctxproxy_admin"
 STATIC_DIR = Path(__file__).with_name("ui")
@@ -39,6 +41,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def setup_ui(app: web.Application) -> None:
     """Add the /ui routes; create_app calls this once (settings and store come from app keys)."""
+    app[SESSIONS] = UiSessions()
     app.router.add_get("/ui", _page(_index))
     app.router.add_get("/ui/", _page(_index))
     app.router.add_get("/ui/login", _page(_login_form, public=True))
@@ -59,18 +62,13 @@ def admin_key(request: web.Request) -> str | None:
     return settings.server.admin_key if settings is not None else None
 
 
-def session_token(key: str) -> str:
-    """What the cookie holds: HMAC-SHA256 of a fixed label under the admin key."""
-    return hmac.new(key.encode(), b"ctxproxy-ui-session-v1", hashlib.sha256).hexdigest()
-
-
 def is_authorised(request: web.Request, key: str) -> bool:
-    """Bearer admin key, or the session cookie; both compared in constant time."""
-    header = request.headers.get("Authorization", "")
-    if header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip().encode(), key.encode()):
+    """Bearer admin key, or a live session cookie; both compared in constant time."""
+    given = bearer_key(request)
+    if given is not None and hmac.compare_digest(given.encode(), key.encode()):
         return True
     cookie = request.cookies.get(COOKIE, "")
-    return bool(cookie) and hmac.compare_digest(cookie.encode(), session_token(key).encode())
+    return bool(cookie) and request.app[SESSIONS].valid(cookie, key)
 
 
 def _secure(resp: web.StreamResponse) -> web.StreamResponse:
@@ -109,10 +107,10 @@ def _page(handler: Callable[[web.Request], Awaitable[web.StreamResponse]], publi
     return wrapped
 
 
-def _login_page(status: int = 200, failed: bool = False) -> web.Response:
+def _login_page(status: int = 200, error: str | None = None) -> web.Response:
     html = (STATIC_DIR / "login.html").read_text(encoding="utf-8")
-    html = html.replace("<!--ERROR-->", '<p class="error" data-testid="login-error">Wrong admin key.</p>'
-                        if failed else "")
+    html = html.replace("<!--ERROR-->", f'<p class="error" data-testid="login-error">{error}</p>'
+                        if error else "")  # `error` is one of this module's fixed strings
     return web.Response(status=status, text=html, content_type="text/html")
 
 
@@ -121,15 +119,26 @@ async def _login_form(request: web.Request) -> web.StreamResponse:
 
 
 async def _login(request: web.Request) -> web.StreamResponse:
-    """Check the posted key; on success set the HttpOnly, SameSite=Strict session cookie."""
+    """Check the posted key; on success set the HttpOnly, SameSite=Strict, expiring session cookie.
+
+    A peer with too many recent failures gets 429 without its key being checked.
+    """
     key = admin_key(request) or ""
+    sessions, peer = request.app[SESSIONS], peer_of(request)
+    wait = sessions.retry_after(peer)
+    if wait:
+        resp = _login_page(status=429, error="Too many failed attempts: try again in a minute.")
+        resp.headers["Retry-After"] = str(wait)
+        return resp
     form = await request.post()
     given = str(form.get("admin_key", ""))
     if not hmac.compare_digest(given.encode(), key.encode()):
-        return _login_page(status=401, failed=True)
+        sessions.failed(peer)
+        return _login_page(status=401, error="Wrong admin key.")
+    sessions.succeeded(peer)
     resp = _redirect("/ui/")
-    resp.set_cookie(COOKIE, session_token(key), httponly=True, samesite="Strict", path="/ui",
-                    secure=request.secure)
+    resp.set_cookie(COOKIE, sessions.issue(key), httponly=True, samesite="Strict", path="/ui",
+                    max_age=sessions.max_age_s, secure=sent_over_https(request))
     return resp
 
 
@@ -138,6 +147,10 @@ def _redirect(location: str) -> web.Response:
 
 
 async def _logout(request: web.Request) -> web.StreamResponse:
+    """Revoke the session token (a copy of the cookie stops working too) and drop the cookie."""
+    cookie, key = request.cookies.get(COOKIE), admin_key(request) or ""
+    if cookie and request.app[SESSIONS].valid(cookie, key):  # only live tokens: no junk kept
+        request.app[SESSIONS].revoke(cookie)
     resp = _redirect("/ui/login")
     resp.del_cookie(COOKIE, path="/ui")
     return resp
