@@ -25,6 +25,7 @@ from compaction.selection import Entry
 from compaction.tokens import TokenCounter
 from compaction.types import SummarizerChoice
 from compaction.workview import RenderSummary, WorkingView, snapshot_anchor_ids, summary_entry
+from config.errors import SummarizerError
 from config.settings import CompactionSettings
 from store.models import (
     Anchor,
@@ -243,6 +244,8 @@ async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "c
         target_tokens=ctx.budget.summary_target(ctx.settings, tier, input_tokens),
         counter=ctx.counter, input_tokens=input_tokens)
     _report_rejections(ctx, wv.conversation_id, outcome)
+    if not outcome.ok:  # no level produced committable text: a failed pass, nothing stored
+        raise SummarizerError(outcome.failure or "the summary is empty")
     return outcome, _draft(wv.conversation_id, tier, items, outcome)
 
 
