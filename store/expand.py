@@ -15,6 +15,7 @@ from typing import Any
 from config.errors import InvalidRequestError, NotFoundError
 from store.content import TOOL_RESULT_NOTE, content_text, media_parts, tool_calls
 from store.ingest import Runner
+from store.rows import in_list
 
 MAX_EXPAND_IDS = 50
 
@@ -35,22 +36,21 @@ def _message_item(row: Any) -> dict[str, Any]:
 def _load_messages(run: Runner, ids: list[int]) -> dict[str, dict[str, Any]]:
     if not ids:
         return {}
-    marks = ", ".join(str(i) for i in ids)  # ints parsed by us: safe to inline
+    marks, params = in_list("m", ids)
     found = run("SELECT id, conversation_id, role, message_json FROM messages "
-                f"WHERE tenant_id = :tenant AND id IN ({marks})")
+                f"WHERE tenant_id = :tenant AND id IN {marks}", params)
     return {str(r["id"]): _message_item(r) for r in found}
 
 
 def _load_summaries(run: Runner, ids: list[str]) -> dict[str, dict[str, Any]]:
     if not ids:
         return {}
-    params = {f"s{i}": s for i, s in enumerate(ids)}
-    marks = ", ".join(f":s{i}" for i in range(len(ids)))
+    marks, params = in_list("s", ids)
     found = run("SELECT id, conversation_id, depth, content FROM summaries "
-                f"WHERE tenant_id = :tenant AND id IN ({marks})", params).fetchall()
+                f"WHERE tenant_id = :tenant AND id IN {marks}", params).fetchall()
     sources: dict[str, list[str]] = {r["id"]: [] for r in found}
     for r in run("SELECT summary_id, source_id FROM summary_sources WHERE tenant_id = :tenant "
-                 f"AND summary_id IN ({marks}) ORDER BY summary_id, ord", params):
+                 f"AND summary_id IN {marks} ORDER BY summary_id, ord", params):
         sources[r["summary_id"]].append(r["source_id"])
     return {r["id"]: {"kind": "summary", "id": r["id"], "conversation_id": r["conversation_id"],
                       "role": None, "text": r["content"], "depth": r["depth"],

@@ -66,11 +66,10 @@ def _match_by_external_id(run: Runner, external_id: str, hashes: list[str]) -> _
 
 def _match_by_chain(run: Runner, hashes: list[str]) -> _Match:
     """One indexed query for all of the request's chain hashes; the deepest hit is the longest prefix."""
-    params: dict[str, Any] = {f"h{i}": h for i, h in enumerate(hashes)}
-    marks = ", ".join(f":h{i}" for i in range(len(hashes)))
+    marks, params = rows.in_list("h", hashes)
     hits = run("SELECT m.seq, m.chain_hash, c.* FROM messages m JOIN conversations c ON c.id = "
                "m.conversation_id AND c.tenant_id = :tenant "
-               f"WHERE m.tenant_id = :tenant AND m.chain_hash IN ({marks}) "
+               f"WHERE m.tenant_id = :tenant AND m.chain_hash IN {marks} "
                "ORDER BY m.seq DESC, c.created_at DESC, c.rowid DESC LIMIT 16", params).fetchall()
     for row in hits:  # equal chain hash implies equal position; checked against a collision anyway
         if hashes[row["seq"]] == row["chain_hash"] if row["seq"] < len(hashes) else False:
@@ -115,8 +114,8 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]],
     newly_pinned = [s.id for s, r in zip(out, found, strict=True)
                     if messages[r["seq"]].get("pinned") and not r["pinned"]]
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later
-        run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN "
-            f"({', '.join(str(int(i)) for i in newly_pinned)})")
+        marks, params = rows.in_list("p", newly_pinned)
+        run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN {marks}", params)
         out = [s if s.id not in newly_pinned else _pinned(s) for s in out]
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from store.models import (
@@ -16,6 +17,15 @@ from store.models import (
     SummaryRecord,
     ViewItem,
 )
+
+
+def in_list(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """Placeholders and parameters for `IN (...)`: ("(:name0, :name1)", {"name0": .., "name1": ..}).
+
+    Values are always bound, never inlined. Callers skip the query when `values` is empty.
+    """
+    params = {f"{name}{i}": v for i, v in enumerate(values)}
+    return "(" + ", ".join(f":{key}" for key in params) + ")", params
 
 
 def dumps(value: Any) -> str:

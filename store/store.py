@@ -250,11 +250,10 @@ class TenantStore:
                            ("summaries", list(draft.source_summary_ids))):
             if not ids:
                 continue
-            params: dict[str, Any] = {f"i{n}": v for n, v in enumerate(ids)}
-            params["cid"] = cid
-            marks = ", ".join(f":i{n}" for n in range(len(ids)))
+            marks, params = rows.in_list("i", ids)
             found = {r[0] for r in self._run(f"SELECT id FROM {table} WHERE tenant_id = :tenant AND "
-                                             f"conversation_id = :cid AND id IN ({marks})", params)}
+                                             f"conversation_id = :cid AND id IN {marks}",
+                                             {**params, "cid": cid})}
             missing = [i for i in ids if i not in found]
             if missing:
                 raise NotFoundError(f"summary sources not found in conversation {cid!r}: {missing}")
@@ -273,11 +272,10 @@ class TenantStore:
         return [rows.summary(r, sources.get(r["id"], [])) for r in found]
 
     def _sources(self, summary_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
-        params = {f"s{n}": s for n, s in enumerate(summary_ids)}
-        marks = ", ".join(f":s{n}" for n in range(len(summary_ids)))
+        marks, params = rows.in_list("s", summary_ids)
         out: dict[str, list[tuple[str, str]]] = {}
         for r in self._run("SELECT summary_id, source_kind, source_id FROM summary_sources WHERE "
-                           f"tenant_id = :tenant AND summary_id IN ({marks}) ORDER BY ord", params):
+                           f"tenant_id = :tenant AND summary_id IN {marks} ORDER BY ord", params):
             out.setdefault(r[0], []).append((r[1], r[2]))
         return out
 

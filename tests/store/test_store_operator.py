@@ -39,3 +39,8 @@ def test_a_foreign_view_row_is_never_read(store: Store, alice: TenantStore, bob:
                            "covered_through_seq, anchor_ids_json, created_at) VALUES "
                            "(?, ?, 1, '[]', 7, '[]', 0)", (bob.tenant_id, cid))
     assert alice.view(cid) is None
+
+
+def test_in_list_binds_every_value() -> None:
+    from store.rows import in_list
+    assert in_list("h", ["a", 7]) == ("(:h0, :h1)", {"h0": "a", "h1": 7})
