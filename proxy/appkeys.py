@@ -20,10 +20,6 @@ from proxy.upstream import UpstreamRouter
 from proxy.windows import WindowResolver
 
 
-class TenantStoreLike(Protocol):
-    def list_conversations(self, limit: int = 50) -> list[Any]: ...
-
-
 class StoreLike(Protocol):
     """What the proxy uses of store.store.Store."""
 

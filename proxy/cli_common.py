@@ -1,4 +1,5 @@
-"""What the store-reading CLIs (`inspect`, `search`, `expand`) share: store path and tenant resolution.
+"""What the store-reading CLIs (`inspect`, `search`, `expand`) share: their store and tenant options,
+store path and tenant resolution, and the rich console they print to.
 
 Each command prefixes its own name to error messages, so the messages here name no command.
 """
@@ -9,7 +10,9 @@ import argparse
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+from rich.console import Console
 
 from config.errors import ConfigError
 from config.loader import load_settings
@@ -17,6 +20,21 @@ from config.settings import StoreSettings
 
 API_KEY_ENV = "CTXPROXY_API_KEY"
 PIPE_WIDTH = 160  # rich text width when not writing to a terminal
+
+
+def add_store_args(parser: argparse.ArgumentParser) -> None:
+    """--config, --db, and --api-key / --tenant (mutually exclusive)."""
+    parser.add_argument("--config", metavar="FILE", help="YAML config (store.path is read from it)")
+    parser.add_argument("--db", metavar="PATH", help="SQLite store file (overrides the config)")
+    who = parser.add_mutually_exclusive_group()
+    who.add_argument("--api-key", metavar="KEY", help=f"client API key (default: ${API_KEY_ENV})")
+    who.add_argument("--tenant", metavar="ID", help="tenant id (as shown by the inspector, or 'anonymous')")
+
+
+def console_for(out: TextIO) -> Console:
+    """A rich console on `out`: the terminal's width and colours, else PIPE_WIDTH plain columns."""
+    tty = out.isatty()
+    return Console(file=out, width=None if tty else PIPE_WIDTH, force_terminal=tty, highlight=False)
 
 
 def store_settings(args: argparse.Namespace, env: Mapping[str, str]) -> StoreSettings:

@@ -14,11 +14,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from rich.console import Console
-
 from config.errors import CtxProxyError
 from proxy import inspect_text, inspect_view
-from proxy.cli_common import API_KEY_ENV, PIPE_WIDTH, store_settings, tenant_of
+from proxy.cli_common import add_store_args, console_for, store_settings, tenant_of
 
 HELP = "show a tenant's conversations, or one conversation's view, summaries, anchors and budget"
 
@@ -31,11 +29,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="YAML config (store.path is read from it)")
-    parser.add_argument("--db", metavar="PATH", help="SQLite store file (overrides the config)")
-    who = parser.add_mutually_exclusive_group()
-    who.add_argument("--api-key", metavar="KEY", help=f"client API key (default: ${API_KEY_ENV})")
-    who.add_argument("--tenant", metavar="ID", help="tenant id (hash shown by the inspector, or 'anonymous')")
+    add_store_args(parser)
     parser.add_argument("conversation_id", nargs="?", metavar="CONVERSATION_ID")
     parser.add_argument("--json", action="store_true", help="machine-readable JSON (stable keys)")
     parser.set_defaults(func=run)
@@ -61,8 +55,7 @@ def emit(kind: str, data: Any, as_json: bool, out: TextIO) -> None:
         payload = {"conversations": data} if kind == "list" else data
         out.write(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return
-    tty = out.isatty()
-    console = Console(file=out, width=None if tty else PIPE_WIDTH, force_terminal=tty, highlight=False)
+    console = console_for(out)
     if kind == "list":
         inspect_text.render_list(data, console)
     else:

@@ -10,7 +10,6 @@ the tenant's most recently active conversation.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import re
@@ -23,7 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from config.errors import CtxProxyError
-from proxy.cli_common import API_KEY_ENV, PIPE_WIDTH, store_settings, tenant_of
+from proxy.cli_common import add_store_args, console_for, store_settings, tenant_of
+from proxy.inspect_text import when
 from proxy.recall_api import as_list, hit_json, item_json, run_search, search_query
 from store.models import ExpandedItem, SearchHit
 
@@ -57,11 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _common(parser: argparse.ArgumentParser, func: Any) -> None:
     parser.add_argument("--json", action="store_true", help="the API's JSON ({object: list, data})")
-    who = parser.add_mutually_exclusive_group()
-    who.add_argument("--api-key", metavar="KEY", help=f"client API key (default: ${API_KEY_ENV})")
-    who.add_argument("--tenant", metavar="ID", help="tenant id (as shown by inspect, or 'anonymous')")
-    parser.add_argument("--config", metavar="FILE", help="YAML config (store.path is read from it)")
-    parser.add_argument("--db", metavar="PATH", help="SQLite store file (overrides the config)")
+    add_store_args(parser)
     parser.set_defaults(func=func)
 
 
@@ -111,17 +107,12 @@ def _emit(name: str, results: list[Any], as_json: bool, out: TextIO) -> None:
         data = [hit_json(r) if name == "search" else item_json(r) for r in results]
         out.write(json.dumps(as_list(data), indent=2, ensure_ascii=False) + "\n")
         return
-    tty = out.isatty()
-    console = Console(file=out, width=None if tty else PIPE_WIDTH, force_terminal=tty, highlight=False)
+    console = console_for(out)
     if name == "search":
         render_hits(results, console)
     else:
         for item in results:
             render_item(item, console)
-
-
-def _when(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ") if ts else "-"
 
 
 def _snippet(snippet: str) -> Text:
@@ -146,7 +137,7 @@ def render_hits(hits: list[SearchHit], console: Console) -> None:
         table.add_column(column, overflow="fold")
     for h in hits:
         who = h.role if h.kind == "message" else f"depth {h.depth}"
-        table.add_row(f"{h.rank:.2f}", h.kind, h.id, h.conversation_id, who or "-", _when(h.created_at),
+        table.add_row(f"{h.rank:.2f}", h.kind, h.id, h.conversation_id, who or "-", when(h.created_at),
                       _snippet(h.snippet))
     console.print(table)
     console.print(f"{len(hits)} hit(s); expand with: ctxproxy expand {' '.join(h.id for h in hits[:5])}")

@@ -17,7 +17,6 @@ from typing import Any
 from aiohttp import web
 
 from compaction import recall
-from compaction.messages import strip_private_fields, validate_messages
 from compaction.types import ChatTurn, Credentials, PreparedRequest
 from config.errors import (
     AuthenticationError,
@@ -31,6 +30,7 @@ from config.settings import LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys, recall_upstream, sse
 from proxy.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.upstream import MISSING_API_KEY, Upstream, uses_openai_wire
+from proxy.wire import first_message
 
 CONVERSATION_HEADER = "X-Conversation-Id"
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
@@ -138,9 +138,7 @@ def upstream_params(params: LiteLLMParams, server: ServerSettings,
 async def _build_turn(request: web.Request, body: dict[str, Any], entry: ModelEntry, tenant: str,
                       client_key: str | None) -> ChatTurn:
     model = body["model"]
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        validate_messages(messages)  # raises the engine's own 400 with param "messages"
+    messages = body.get("messages")  # not a list: no messages, which the engine refuses (400, "messages")
     tools = body.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise InvalidRequestError("tools must be a list of objects", param="tools")
@@ -149,7 +147,8 @@ async def _build_turn(request: web.Request, body: dict[str, Any], entry: ModelEn
                                        client_tools=tools)
     return ChatTurn(
         tenant_id=tenant, model=model, upstream=entry.resolved_params(model),
-        settings=entry.compaction, context_window=window, messages=tuple(messages or ()),
+        settings=entry.compaction, context_window=window,
+        messages=tuple(messages) if isinstance(messages, list) else (),
         tools=tuple(tools), max_reply_tokens=_max_reply_tokens(body),
         external_conversation_id=request.headers.get(CONVERSATION_HEADER) or None,
         credentials=Credentials(client_key), offer_recall=offer)
@@ -173,10 +172,13 @@ def bearer_key(request: web.Request) -> str | None:
 
 
 def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLLMParams) -> dict[str, Any]:
-    """The client's body with model, messages and tools replaced; `pinned` never leaves."""
+    """The client's body with model, messages and tools replaced.
+
+    `prepared.messages` never carry `pinned` (the engine's contract, tested in tests/compaction).
+    """
     out = dict(body)
     out["model"] = params.upstream_model
-    out["messages"] = [strip_private_fields(m) if "pinned" in m else m for m in prepared.messages]
+    out["messages"] = list(prepared.messages)
     if prepared.tools:
         out["tools"] = list(prepared.tools)
     out.pop("pinned", None)
@@ -205,7 +207,7 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
     record.upstream_status = reply.status
     usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
     record.tokens_out = usage.get("completion_tokens") if usage else None
-    message = _first_message(reply.data)
+    message = first_message(reply.data)
     engine = t.request.app[appkeys.ENGINE]
     if message is not None:
         await _maybe_await(engine.record_reply(t.prepared, t.turn, message))
@@ -275,14 +277,6 @@ def _observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -
         metrics.observe_overhead(record.overhead_ms / 1000)
     else:
         metrics.observe_overhead(max(0.0, time.perf_counter() - t.started - upstream_s))
-
-
-def _first_message(data: dict[str, Any]) -> dict[str, Any] | None:
-    choices = data.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        message = choices[0].get("message")
-        return message if isinstance(message, dict) else None
-    return None
 
 
 async def _maybe_await(result: Any) -> None:

@@ -20,9 +20,10 @@ from compaction.tokens import TokenCounter
 from compaction.types import PreparedRequest
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
-from proxy.sse import DONE, event_data
+from proxy.sse import DONE, classify
 from proxy.tool_loop import JSON, ResultLimit, ToolLoop
 from proxy.upstream import StreamingReply, Upstream, UpstreamReply
+from proxy.wire import compact_json
 from store.store import TenantStore
 
 
@@ -89,7 +90,7 @@ def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantStore,
 
 @dataclass
 class _Bound:
-    """The transport bound to one request's params and key, in the loop's `Upstream` shape."""
+    """The transport bound to one request's params and key: the loop's `RoundTransport`."""
 
     upstream: Upstream
     params: LiteLLMParams
@@ -117,22 +118,18 @@ class _Bound:
 
 
 def _chunk(block: bytes) -> JSON | bytes | None:
-    """The chunk object of one SSE block, DONE at the end, None for comments and non-JSON data."""
-    name, data = event_data(block)
-    if data.strip() == DONE:
+    """The chunk object of one SSE block, DONE at the end, None for comments and non-JSON data.
+
+    The provider's in-band error is raised: relayed as it is when JSON, wrapped otherwise.
+    """
+    event = classify(block)
+    if event.kind == "done":
         return DONE
-    if name == "error" and not data.lstrip().startswith(b"{"):  # a non-JSON in-band error
-        raise UpstreamHTTPError(502, {"error": {"message": data.decode("utf-8", "replace"),
-                                                "type": "upstream_error", "code": "upstream_error"}})
-    try:
-        chunk = json.loads(data) if data else None
-    except ValueError:
-        return None
-    if not isinstance(chunk, dict):
-        return None
-    if name == "error" or ("error" in chunk and "choices" not in chunk):
-        raise UpstreamHTTPError(502, chunk)  # the provider's in-band error, relayed as it is
-    return chunk
+    if event.kind == "error":
+        raise UpstreamHTTPError(502, event.body or {"error": {
+            "message": event.data.decode("utf-8", "replace"), "type": "upstream_error",
+            "code": "upstream_error"}})
+    return event.body if event.kind == "chunk" else None
 
 
 @dataclass
@@ -151,8 +148,7 @@ class RecallUpstream:
                        api_key: str | None) -> UpstreamReply:
         bound = _Bound(self.inner, params, api_key)
         data = await self._loop(bound).complete(body)
-        raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
-        return UpstreamReply(200, raw, data, bound.headers or {})
+        return UpstreamReply(200, compact_json(data), data, bound.headers or {})
 
     async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
                           api_key: str | None) -> StreamingReply:
@@ -190,4 +186,4 @@ class _LoopStream:
 
 
 def _encode(chunk: JSON) -> bytes:
-    return b"data: " + json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode()
+    return b"data: " + compact_json(chunk)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from config.errors import CtxProxyError, UpstreamError
+from proxy.wire import merge_tool_call, new_tool_call, tool_call_index
 
 DONE = b"[DONE]"
 Writer = Callable[[bytes], Awaitable[None]]
@@ -62,6 +63,31 @@ def event_data(event: bytes) -> tuple[str | None, bytes]:
     return name, b"\n".join(parts)
 
 
+@dataclass(frozen=True)
+class Event:
+    """What one SSE block means to a reader of chat.completion.chunk streams."""
+
+    kind: Literal["done", "error", "chunk", "other"]
+    body: dict[str, Any] | None = None  # the chunk, or an in-band error's JSON object
+    data: bytes = b""
+
+
+def classify(block: bytes) -> Event:
+    """`[DONE]`; an in-band error (an `error` event whatever its data, or a JSON object carrying
+    `error` without `choices`); a chunk object; or anything else (comments, non-JSON data)."""
+    name, data = event_data(block)
+    if data.strip() == DONE:
+        return Event("done", data=data)
+    try:
+        parsed = json.loads(data) if data else None
+    except ValueError:
+        parsed = None
+    body = parsed if isinstance(parsed, dict) else None
+    if name == "error" or (body is not None and "error" in body and "choices" not in body):
+        return Event("error", body, data)
+    return Event("chunk", body, data) if body is not None else Event("other", data=data)
+
+
 def error_event(error: CtxProxyError) -> bytes:
     """An SSE `error` event in OpenAI's error shape (the openai SDK raises APIError on it)."""
     return b"event: error\ndata: " + json.dumps(error.to_body()).encode() + b"\n\n"
@@ -98,17 +124,7 @@ class ReplyAssembler:
                 self._feed_tool_call(call)
 
     def _feed_tool_call(self, call: dict[str, Any]) -> None:
-        slot = self.tool_calls.setdefault(int(call.get("index") or 0), {
-            "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-        if call.get("id"):
-            slot["id"] = call["id"]
-        if call.get("type"):
-            slot["type"] = call["type"]
-        function = call.get("function") or {}
-        if function.get("name"):
-            slot["function"]["name"] += function["name"]
-        if function.get("arguments"):
-            slot["function"]["arguments"] += function["arguments"]
+        merge_tool_call(self.tool_calls.setdefault(tool_call_index(call), new_tool_call()), call)
 
     def message(self) -> dict[str, Any]:
         """The assembled assistant message, in the non-streaming response's shape."""
@@ -157,26 +173,19 @@ async def relay(events: AsyncIterator[bytes], write: Writer) -> RelayOutcome:
 
 
 def _absorb(block: bytes, outcome: RelayOutcome) -> bool:
-    """Feed one event to the assembler; True when it was the terminal `[DONE]`."""
-    name, data = event_data(block)
-    if data.strip() == DONE:
+    """Feed one event to the assembler; True when it was the terminal `[DONE]`.
+
+    Every block was already passed to the client: an in-band error only means nothing is stored,
+    and a block that is not a chunk object is skipped by assembly alone.
+    """
+    event = classify(block)
+    if event.kind == "done":
         outcome.complete = outcome.error is None
         return True
-    if name == "error":  # whatever its data (JSON or not): the provider reported an error in-band
+    if event.kind == "error":
         outcome.error = UpstreamError("upstream reported an error mid-stream")
-        return False
-    if not data:
-        return False
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        return False  # passed through anyway; only assembly skips it
-    if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
-        # The client already got it. Not a stored reply.
-        outcome.error = UpstreamError("upstream reported an error mid-stream")
-        return False
-    if isinstance(chunk, dict):
-        _assemble(chunk, outcome)
+    elif event.kind == "chunk" and event.body is not None:
+        _assemble(event.body, outcome)
     return False
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from config.errors import CtxProxyError
+from proxy.wire import first_message, merge_tool_call, new_tool_call, tool_call_index
 
 JSON = dict[str, Any]
 
@@ -47,8 +48,10 @@ class ResultLimit(Protocol):
     def bound(self, name: str, message: JSON, allowance: int) -> JSON: ...
 
 
-class Upstream(Protocol):
-    """One upstream chat completion: a JSON reply, or the stream's chunk objects (without [DONE])."""
+class RoundTransport(Protocol):
+    """One upstream round of the loop: a JSON reply, or the stream's chunk objects (without [DONE]).
+
+    (proxy/recall_upstream.py binds a proxy.upstream.Upstream to one request's params and key.)"""
 
     async def complete(self, body: JSON) -> JSON: ...
 
@@ -59,11 +62,6 @@ def call_name(call: Mapping[str, Any]) -> str:
     """The function name of a tool call ("" when absent)."""
     fn = call.get("function")
     return str(fn.get("name") or "") if isinstance(fn, Mapping) else ""
-
-
-def tool_names(tools: Sequence[Mapping[str, Any]]) -> set[str]:
-    """Function names declared in a `tools` list."""
-    return {call_name(t) for t in tools if isinstance(t, Mapping)} - {""}
 
 
 def add_usage(total: JSON | None, usage: Any) -> JSON | None:
@@ -89,7 +87,7 @@ class ToolLoop:
     """Runs one chat turn against the upstream while answering the recall tool calls in between."""
 
     tools: RecallTools
-    upstream: Upstream
+    upstream: RoundTransport
     max_rounds: int
     limit: ResultLimit | None = None  # None: results are not cut (tests of the loop alone)
 
@@ -139,7 +137,7 @@ class ToolLoop:
             offer = round_no < self.max_rounds
             reply = await self.upstream.complete(self.round_body(body, messages, offer))
             usage = add_usage(usage, reply.get("usage"))
-            message = _first_message(reply)
+            message = first_message(reply) or {}
             ours, theirs = self._split(message.get("tool_calls") or [])
             if not ours or theirs or not offer:
                 return self._client_view(reply, usage)
@@ -183,12 +181,6 @@ class ToolLoop:
                 return
             calls = rnd.recall_calls()
             messages += await self._next_round(rnd.content(), calls)
-
-
-def _first_message(reply: JSON) -> JSON:
-    choices = reply.get("choices") or [{}]
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    return message if isinstance(message, dict) else {}
 
 
 def _assistant_turn(content: Any, calls: list[JSON]) -> JSON:
@@ -291,7 +283,7 @@ class _StreamRound:
         for d in deltas:
             if not isinstance(d, dict):
                 continue
-            index = int(d.get("index") or 0)
+            index = tool_call_index(d)
             if index not in self.routes:
                 self.routes[index] = None if self.tools.is_recall(call_name(d)) else self._next_client()
             route = self.routes[index]
@@ -306,9 +298,4 @@ class _StreamRound:
         return self.client_calls - 1
 
     def _collect(self, index: int, d: JSON) -> None:
-        call = self.recall.setdefault(index, {"id": None, "type": "function",
-                                              "function": {"name": "", "arguments": ""}})
-        fn = d.get("function") or {}
-        call["id"] = call["id"] or d.get("id")
-        call["function"]["name"] = call["function"]["name"] or fn.get("name") or ""
-        call["function"]["arguments"] += fn.get("arguments") or ""
+        merge_tool_call(self.recall.setdefault(index, new_tool_call()), d)

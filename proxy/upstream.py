@@ -20,6 +20,7 @@ from config.errors import CtxProxyError, UpstreamError, UpstreamHTTPError
 from config.settings import OPENAI_API_BASE, LiteLLMParams
 from proxy.error_mapping import upstream_failure
 from proxy.sse import DONE, SSEParser, event_data
+from proxy.wire import compact_json
 
 OPENAI_WIRE_PROVIDERS = frozenset({"", "openai", "hosted_vllm", "openai_compatible", "openai-compatible",
                                    "custom_openai"})
@@ -131,9 +132,8 @@ class OpenAIUpstream:
         extra_headers = params.extra.get("extra_headers") or params.extra.get("headers")
         if isinstance(extra_headers, dict):
             headers.update({str(k): str(v) for k, v in extra_headers.items()})
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         try:
-            return await self._session.post(url, data=payload, headers=headers)
+            return await self._session.post(url, data=compact_json(body), headers=headers)
         except Exception as exc:
             raise upstream_failure(exc) from exc
 

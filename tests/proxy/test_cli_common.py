@@ -48,3 +48,25 @@ def test_each_cli_prefixes_its_own_name_once(store: Store, tmp_path: Path, comma
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith(f"ctxproxy {command[0]}: {MISSING}")
+
+
+def test_store_args_are_shared_and_exclusive() -> None:
+    from proxy.cli_common import add_store_args
+
+    parser = argparse.ArgumentParser()
+    add_store_args(parser)
+    args = parser.parse_args(["--db", "x.db", "--tenant", "t1"])
+    assert (args.db, args.tenant, args.api_key, args.config) == ("x.db", "t1", None, None)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--tenant", "t1", "--api-key", "sk-a"])
+
+
+def test_console_for_a_pipe_is_plain_and_fixed_width() -> None:
+    import io
+
+    from proxy.cli_common import PIPE_WIDTH, console_for
+
+    out = io.StringIO()
+    console = console_for(out)
+    console.print("[bold]hi[/bold]")
+    assert console.width == PIPE_WIDTH and out.getvalue() == "hi\n"

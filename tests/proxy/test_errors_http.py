@@ -30,6 +30,10 @@ async def post_raw(server: Any, data: bytes) -> tuple[int, dict[str, Any]]:
     (b'{"model": "gpt-4o-mini", "messages": [', None, "could not parse the JSON body"),
     (b'["not", "an", "object"]', None, "must be a JSON object"),
     (b'{"messages": []}', "model", "must provide a model"),
+    (b'{"model": "gpt-4o-mini", "messages": "hi"}', "messages", "at least one message"),
+    (b'{"model": "gpt-4o-mini", "messages": {"role": "user"}}', "messages", "at least one message"),
+    (b'{"model": "gpt-4o-mini"}', "messages", "at least one message"),
+    (b'{"model": "gpt-4o-mini", "messages": []}', "messages", "at least one message"),
 ])
 async def test_malformed_requests_are_400(proxy_server: Any, data: bytes, param: str | None,
                                           fragment: str) -> None:
