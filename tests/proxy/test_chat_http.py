@@ -18,10 +18,16 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
 
 
-async def test_non_streaming_reply_arrives_intact(openai_client: Any, fake_upstream: FakeUpstream) -> None:
+async def test_non_streaming_reply_arrives_intact(make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+    import openai
+
+    logs = io.StringIO()
+    server = await make_proxy(log_stream=logs)
     fake_upstream.queue(Reply(text="Bonjour, Ada."))
-    raw = await openai_client.chat.completions.with_raw_response.create(
-        model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": "hi", "pinned": True}])
+    async with openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
+                                  max_retries=0) as openai_client:
+        raw = await openai_client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": "hi", "pinned": True}])
     completion = raw.parse()
     assert completion.choices[0].message.content == "Bonjour, Ada."
     assert completion.usage.completion_tokens > 0
@@ -29,10 +35,12 @@ async def test_non_streaming_reply_arrives_intact(openai_client: Any, fake_upstr
     assert sent["model"] == "gpt-4o-mini"
     assert all("pinned" not in m for m in sent["messages"])
     assert fake_upstream.requests[-1].headers["Authorization"] == f"Bearer {TEST_API_KEY}"
-    assert raw.headers["X-Ctxproxy-Compacted"] in ("true", "false")
-    assert raw.headers["X-Ctxproxy-Conversation-Id"]
-    assert int(raw.headers["X-Ctxproxy-Tokens-Forwarded"]) > 0
-    assert float(raw.headers["X-Ctxproxy-Overhead-Ms"]) >= 0
+    (line,) = [json.loads(entry) for entry in logs.getvalue().splitlines() if '"event": "request"' in entry]
+    assert raw.headers["X-Ctxproxy-Compacted"] == "false"  # two short messages: nothing to compact
+    assert line["compacted"] is False
+    assert raw.headers["X-Ctxproxy-Conversation-Id"] == line["conversation_id"]
+    assert int(raw.headers["X-Ctxproxy-Tokens-Forwarded"]) == line["tokens_forwarded"] > 0
+    assert float(raw.headers["X-Ctxproxy-Overhead-Ms"]) == line["overhead_ms"]
 
 
 async def test_configured_key_replaces_client_key(openai_client: Any, fake_upstream: FakeUpstream) -> None:
