@@ -8,6 +8,7 @@ are read from the environment at load time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import types
@@ -20,6 +21,7 @@ import yaml
 
 from config.errors import ConfigError
 from config.settings import (
+    FAST_PATH_PARAMS,
     CompactionSettings,
     LiteLLMParams,
     ModelEntry,
@@ -284,7 +286,41 @@ def _build_params(raw: Any, where: str) -> LiteLLMParams:
     api_base = _coerce(raw.get("api_base"), str | None, f"{where}.api_base")
     api_key = _coerce(raw.get("api_key"), str | None, f"{where}.api_key")
     extra = _present({k: v for k, v in raw.items() if k not in ("model", "api_base", "api_key")})
-    return LiteLLMParams(model, api_base.rstrip("/") if api_base else None, api_key or None, extra)
+    params = LiteLLMParams(model, api_base.rstrip("/") if api_base else None, api_key or None, extra)
+    if params.uses_openai_wire:
+        params = dataclasses.replace(params, extra=_fast_path_params(extra, where))
+    return params
+
+
+def _fast_path_params(extra: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """OpenAI-wire entries skip litellm: only params with an HTTP meaning apply; others are errors.
+
+    Returns `extra` with the timeouts as floats (an `os.environ/` value arrives as text).
+    """
+    out = dict(extra)
+    for key, value in extra.items():
+        if key not in FAST_PATH_PARAMS:
+            raise ConfigError(f"{where}.{key}: not applied to an OpenAI-compatible upstream (sent "
+                              f"directly, without litellm); supported there: "
+                              f"{', '.join(sorted(FAST_PATH_PARAMS))}")
+        if key in ("timeout", "stream_timeout"):
+            out[key] = _seconds(value, f"{where}.{key}")
+        elif key == "organization" and not isinstance(value, str):
+            raise ConfigError(f"{where}.{key}: expected a string, got {_tname(value)}")
+        if key in ("extra_headers", "headers") and not isinstance(value, dict):
+            raise ConfigError(f"{where}.{key}: expected a mapping of header names to values, "
+                              f"got {_tname(value)}")
+    return out
+
+
+def _seconds(value: Any, where: str) -> float:
+    seconds = 0.0
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError):
+            seconds = float(value)
+    if not seconds > 0:
+        raise ConfigError(f"{where}: expected a positive number of seconds, got {value!r}")
+    return seconds
 
 
 def _required_str(raw: Mapping[str, Any], key: str, where: str) -> str:

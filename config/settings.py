@@ -27,6 +27,17 @@ FALLBACK_CONTEXT_WINDOW = 50_000
 
 LOCAL_EXTRACTIVE = "local/extractive"
 OPENAI_API_BASE = "https://api.openai.com/v1"
+# Providers spoken to directly over OpenAI's wire format (the proxy's fast path, no litellm).
+OPENAI_WIRE_PROVIDERS = frozenset({"", "openai", "hosted_vllm", "openai_compatible", "openai-compatible",
+                                   "custom_openai"})
+# The litellm params the fast path applies, as HTTP: headers, the OpenAI-Organization header, the
+# read timeouts, and OpenAI body parameters (set in the forwarded body, over the client's value, as
+# litellm does). Any other param on a fast-path entry is a config error (it would be ignored).
+FAST_PATH_BODY_PARAMS = frozenset({"temperature", "top_p", "max_tokens", "max_completion_tokens", "seed",
+                                   "stop", "n", "presence_penalty", "frequency_penalty",
+                                   "reasoning_effort"})
+FAST_PATH_PARAMS = FAST_PATH_BODY_PARAMS | {"extra_headers", "headers", "organization", "timeout",
+                                            "stream_timeout"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,13 @@ class LiteLLMParams:
     def provider(self) -> str:
         """`openai` for `openai/gpt-4o`, the litellm provider prefix otherwise ("" when none)."""
         return self.model.split("/", 1)[0] if "/" in self.model else ""
+
+    @property
+    def uses_openai_wire(self) -> bool:
+        """True when the fast path applies (OpenAI wire format and a known base URL)."""
+        if self.provider not in OPENAI_WIRE_PROVIDERS:
+            return False
+        return self.api_base is not None or self.provider in ("", "openai")
 
     @property
     def upstream_model(self) -> str:

@@ -26,7 +26,7 @@ from config.errors import (
     PayloadTooLargeError,
     UpstreamHTTPError,
 )
-from config.settings import LiteLLMParams, ModelEntry, ServerSettings
+from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys, recall_upstream, sse
 from proxy.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.upstream import MISSING_API_KEY, Upstream, uses_openai_wire
@@ -172,11 +172,13 @@ def bearer_key(request: web.Request) -> str | None:
 
 
 def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLLMParams) -> dict[str, Any]:
-    """The client's body with model, messages and tools replaced.
+    """The client's body with model, messages and tools replaced (and a fast-path entry's body params).
 
     `prepared.messages` never carry `pinned` (the engine's contract, tested in tests/compaction).
     """
     out = dict(body)
+    if params.uses_openai_wire:  # the entry's body params, as litellm applies them on its path
+        out.update({k: v for k, v in params.extra.items() if k in FAST_PATH_BODY_PARAMS})
     out["model"] = params.upstream_model
     out["messages"] = list(prepared.messages)
     if prepared.tools:

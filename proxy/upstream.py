@@ -22,8 +22,6 @@ from proxy.error_mapping import upstream_failure
 from proxy.sse import DONE, SSEParser, event_data
 from proxy.wire import compact_json
 
-OPENAI_WIRE_PROVIDERS = frozenset({"", "openai", "hosted_vllm", "openai_compatible", "openai-compatible",
-                                   "custom_openai"})
 # Response headers worth relaying to the client (rate-limit hints, request ids).
 RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after")
 # ...except the account behind the key: the operator's organisation/project when the key is theirs.
@@ -69,9 +67,7 @@ class Upstream(Protocol):
 
 def uses_openai_wire(params: LiteLLMParams) -> bool:
     """True when the fast path applies (OpenAI wire format and a known base URL)."""
-    if params.provider not in OPENAI_WIRE_PROVIDERS:
-        return False
-    return params.api_base is not None or params.provider in ("", "openai")
+    return params.uses_openai_wire
 
 
 class UpstreamRouter:
@@ -126,16 +122,39 @@ class OpenAIUpstream:
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
                     api_key: str | None) -> aiohttp.ClientResponse:
         url = f"{(params.api_base or OPENAI_API_BASE).rstrip('/')}/chat/completions"
-        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        extra_headers = params.extra.get("extra_headers") or params.extra.get("headers")
-        if isinstance(extra_headers, dict):
-            headers.update({str(k): str(v) for k, v in extra_headers.items()})
         try:
-            return await self._session.post(url, data=compact_json(body), headers=headers)
+            return await self._session.post(url, data=compact_json(body),
+                                            headers=request_headers(params, api_key),
+                                            timeout=self._timeout(params, body.get("stream") is True))
         except Exception as exc:
             raise upstream_failure(exc) from exc
+
+
+    def _timeout(self, params: LiteLLMParams, stream: bool) -> aiohttp.ClientTimeout:
+        """The session's timeouts, with the entry's `timeout` (`stream_timeout` when streaming) as
+        the read timeout (handlers_chat.upstream_params fills both from server.upstream_timeout_s)."""
+        base = self._session.timeout
+        value = params.extra.get("stream_timeout" if stream else "timeout", params.extra.get("timeout"))
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            return base
+        return aiohttp.ClientTimeout(total=base.total, connect=base.connect, sock_connect=base.sock_connect,
+                                     sock_read=float(value))
+
+
+def request_headers(params: LiteLLMParams, api_key: str | None) -> dict[str, str]:
+    """Headers of a fast-path request: the key, the entry's `extra_headers`/`headers`, and its
+    `organization` as OpenAI-Organization (the operator's setting wins over a forwarded one)."""
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    extra_headers = params.extra.get("extra_headers") or params.extra.get("headers")
+    if isinstance(extra_headers, dict):
+        headers.update({str(k): str(v) for k, v in extra_headers.items()})
+    organization = params.extra.get("organization")
+    if isinstance(organization, str) and organization:
+        headers = {k: v for k, v in headers.items() if k.lower() != "openai-organization"}
+        headers["OpenAI-Organization"] = organization
+    return headers
 
 
 class _AiohttpStream:
