@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections import defaultdict
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -64,7 +64,8 @@ class Engine:
         self._summarizer_for = summarizer_for
         self.observer: CompactionObserver = observer or NullObserver()
         self.background = background or BackgroundCompactor(on_error=self.observer.on_background_error)
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # One lock per conversation while someone holds or waits on it (weak: no growth).
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._breakers: dict[tuple[str, str], ObservedSummarizer] = {}
         self._observed: dict[int, ObservedSummarizer] = {}  # local summarisers, by identity
         self._recall_schema_tokens: dict[str, int] = {}  # by tokenizer: the schemas never change
@@ -111,6 +112,13 @@ class Engine:
     async def aclose(self) -> None:
         await self.background.aclose()
 
+    def _lock(self, conversation_id: str) -> asyncio.Lock:
+        """The conversation's lock, shared by everyone currently using it."""
+        lock = self._locks.get(conversation_id)
+        if lock is None:
+            lock = self._locks[conversation_id] = asyncio.Lock()
+        return lock
+
     # -- request path ---------------------------------------------------------------------------
 
     def _context(self, turn: ChatTurn, messages: list[dict[str, Any]]) -> RequestContext:
@@ -130,7 +138,7 @@ class Engine:
         events: list[CompactionEvent] = []
         waited = False
         if plan.tokens > ctx.budget.total and ctx.turn.settings.enabled:
-            lock = self._locks[ctx.conversation_id]
+            lock = self._lock(ctx.conversation_id)
             waited = lock.locked()
             async with lock:  # a running background step finishes first instead of racing
                 wv = self._load(ctx)
@@ -190,7 +198,7 @@ class Engine:
         """Compact down to the target (a step), under the conversation's lock."""
         counter = TokenCounter.for_model(turn.model)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, counter.count_tools(turn.tools)))
-        async with self._locks[cid]:
+        async with self._lock(cid):
             pctx = self._pass_context(turn, budget, trigger, None)
             tenant = self.store.for_tenant(turn.tenant_id)
             stored = recounted(tenant.conversation(cid).model, tenant.messages(cid), counter)

@@ -90,12 +90,7 @@ class OpenAIUpstream:
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
         resp = await self._post(params, body, api_key)
-        try:
-            raw = await resp.read()
-        except Exception as exc:
-            raise upstream_failure(exc) from exc
-        finally:
-            resp.release()
+        raw = await _read_all(resp)
         if resp.status >= 400:
             raise upstream_http_error(resp.status, raw, params)
         try:
@@ -110,13 +105,7 @@ class OpenAIUpstream:
                           api_key: str | None) -> StreamingReply:
         resp = await self._post(params, body, api_key)
         if resp.status >= 400:
-            try:
-                raw = await resp.read()
-            except Exception as exc:
-                raise upstream_failure(exc) from exc
-            finally:
-                resp.release()
-            raise upstream_http_error(resp.status, raw, params)
+            raise upstream_http_error(resp.status, await _read_all(resp), params)
         return _AiohttpStream(resp)
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
@@ -229,3 +218,13 @@ def relayed_headers(headers: Any) -> dict[str, str]:
     """Provider response headers worth relaying (rate limits, request ids), never the account's."""
     return {k: v for k, v in headers.items()
             if k.lower().startswith(RELAYED_HEADER_PREFIXES) and k.lower() not in WITHHELD_HEADERS}
+
+
+async def _read_all(resp: aiohttp.ClientResponse) -> bytes:
+    """The whole body; the connection goes back to the pool either way."""
+    try:
+        return await resp.read()
+    except Exception as exc:
+        raise upstream_failure(exc) from exc
+    finally:
+        resp.release()

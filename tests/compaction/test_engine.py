@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,12 @@ async def test_corrections_supersede_anchors(faithful: tuple[Engine, ScriptedSum
     assert [a.value for a in emails if a.status == "active"] == ["ana.silva@example.com"]
     new_id = next(a.id for a in emails if a.status == "active")
     assert all(a.superseded_by == new_id for a in old)
+
+
+async def test_conversation_locks_do_not_accumulate(faithful: tuple[Engine, ScriptedSummarizer]) -> None:
+    engine, _ = faithful
+    for i in range(3):  # over the hard budget: each takes its conversation's lock
+        prepared = await engine.prepare(turn([sys(f"Agent {i}."), *history(70)[1:]]))
+        assert prepared.waited_on_summarizer
+    gc.collect()
+    assert len(engine._locks) == 0  # the growth this test guards against is internal state
