@@ -170,22 +170,20 @@ def summary_status(by_id: Mapping[str, SummaryRecord], view: ContextView | None)
     return status
 
 
+def summary_provenance(rec: SummaryRecord) -> dict[str, Any]:
+    """The fields every view of a summary shows: identity, place in the tree, how it was made."""
+    return {"id": rec.id, "kind": rec.kind, "depth": rec.depth, "generation": rec.generation,
+            "level": rec.level, "first_seq": rec.first_seq, "last_seq": rec.last_seq,
+            "token_count": rec.token_count, "model": rec.model, "prompt_version": rec.prompt_version}
+
+
 def summary_node(rec: SummaryRecord, status: str, seq_of: Mapping[int, int]) -> dict[str, Any]:
     """One node of the summary tree, with provenance."""
     return {
-        "id": rec.id,
-        "kind": rec.kind,
-        "depth": rec.depth,
-        "generation": rec.generation,
-        "level": rec.level,
-        "first_seq": rec.first_seq,
-        "last_seq": rec.last_seq,
+        **summary_provenance(rec),
         "children": list(_children(rec)),
         "source_message_ids": list(rec.source_message_ids),
         "source_seqs": sorted(seq_of[m] for m in rec.source_message_ids if m in seq_of),
-        "token_count": rec.token_count,
-        "model": rec.model,
-        "prompt_version": rec.prompt_version,
         "status": status,
         "created_at": rec.created_at,
         "preview": preview(rec.content),
@@ -414,21 +412,7 @@ def _expand_node(store: InspectableStore, rec: SummaryRecord, by_msg_id: Mapping
             if mid in by_msg_id and budget[0] > 0:
                 budget[0] -= 1
                 sources.append(_message_node(by_msg_id[mid]))
-    return {
-        "type": "summary",
-        "id": rec.id,
-        "kind": rec.kind,
-        "depth": rec.depth,
-        "generation": rec.generation,
-        "level": rec.level,
-        "first_seq": rec.first_seq,
-        "last_seq": rec.last_seq,
-        "token_count": rec.token_count,
-        "model": rec.model,
-        "prompt_version": rec.prompt_version,
-        "content": rec.content,
-        "sources": sources,
-    }
+    return {"type": "summary", **summary_provenance(rec), "content": rec.content, "sources": sources}
 
 
 def _message_node(msg: StoredMessage) -> dict[str, Any]:
