@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ from store.models import CompactionEvent, ForwardedRecord, StoredMessage
 from store.store import Store
 
 log = structlog.get_logger(__name__)
+TRUNCATION_MODEL = "local/truncation"  # provenance name of deterministic last-resort truncation
 SummarizerFor = Callable[[ChatTurn], SummarizerChoice]
 
 
@@ -148,9 +150,23 @@ class Engine:
                     wv, events = await passes.compact_until(
                         pctx, wv, ctx.budget.total, modes=("hard", "unprotected"))
                     plan = plan_for(ctx, wv)
+        waited = waited or bool(events)  # summariser passes ran on the request path
+        before, started = plan.tokens, time.monotonic()
         plan, forced = truncate.fit(plan, ctx.counter.count_message, ctx.counter.count_text,
                                     ctx.expand_tool)
-        return _Outcome(plan, tuple(events), waited or bool(events), forced, wv.latest_version)
+        if forced:
+            events.append(self._truncation_event(ctx, before, plan.tokens, started))
+        return _Outcome(plan, tuple(events), waited, forced, wv.latest_version)
+
+    def _truncation_event(self, ctx: RequestContext, before: int, after: int,
+                          started: float) -> CompactionEvent:
+        """Deterministic truncation is a compaction step too: recorded and observed like the rest."""
+        event = CompactionEvent(ctx.conversation_id, "hard_budget", "truncation", "truncation",
+                                "committed", TRUNCATION_MODEL, tokens_before=before, tokens_after=after,
+                                duration_ms=(time.monotonic() - started) * 1000)
+        recorded = ctx.tenant.record_event(event)
+        self.observer.on_step(recorded)
+        return recorded
 
     def _load(self, ctx: RequestContext) -> WorkingView:
         return workview.load(ctx.tenant, ctx.conversation_id, last_seq=ctx.last_seq,

@@ -151,3 +151,15 @@ async def test_conversation_locks_do_not_accumulate(faithful: tuple[Engine, Scri
         assert prepared.waited_on_summarizer
     gc.collect()
     assert len(engine._locks) == 0  # the growth this test guards against is internal state
+
+
+async def test_forced_truncation_is_a_recorded_compaction_step(
+        faithful: tuple[Engine, ScriptedSummarizer]) -> None:
+    engine, _ = faithful
+    prepared = await engine.prepare(turn([sys("You are a support agent."), user("word " * 20_000)]))
+    assert prepared.forced_truncation and prepared.tokens_forwarded <= prepared.budget
+    (event,) = [e for e in prepared.events if e.tier == "truncation"]
+    assert (event.trigger, event.level, event.outcome) == ("hard_budget", "truncation", "committed")
+    assert event.tokens_after <= prepared.budget < event.tokens_before
+    stored = engine.store.for_tenant("tenant-a").events(prepared.conversation_id)
+    assert [e.id for e in stored if e.tier == "truncation"] == [event.id]
