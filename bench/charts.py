@@ -1,6 +1,6 @@
 """PNG chart of the eval's strategy comparison (matplotlib, Agg backend: no display needed).
 
-Per-request charts are the product's (`proxy.replay_chart.turn_chart`, behind `ctxproxy replay --chart`).
+Per-request charts are the product's (`replay.chart.turn_chart`, behind `ctxproxy replay --chart`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from proxy.replay_chart import COLORS  # noqa: E402
+from replay.chart import COLORS  # noqa: E402
 
 
 def comparison_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:

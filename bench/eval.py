@@ -28,15 +28,15 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from bench import charts, results_doc  # noqa: E402
-from bench.baselines import BASELINES  # noqa: E402
 from bench.fake_summarizers import ADVERSARIAL  # noqa: E402
 from bench.generator import generate_suite  # noqa: E402
 from bench.replay import replay_baseline  # noqa: E402
-from compaction.replay import ReplayOptions, replay_engine  # noqa: E402
-from compaction.replay_records import RecordedConversation  # noqa: E402
-from compaction.replay_report import ConversationReport, aggregate  # noqa: E402
-from proxy.cli_replay import quiet_logs  # noqa: E402
-from proxy.replay_chart import turn_chart  # noqa: E402
+from proxy.cli.replay import quiet_logs  # noqa: E402
+from replay.baselines import BASELINES  # noqa: E402
+from replay.chart import turn_chart  # noqa: E402
+from replay.records import RecordedConversation  # noqa: E402
+from replay.report import ConversationReport, aggregate  # noqa: E402
+from replay.run import ReplayOptions, replay_engine  # noqa: E402
 
 OUT_DIR = Path("bench/out")
 RESULTS_DOC = Path("docs/results.md")

@@ -1,6 +1,6 @@
 """Replay a recorded conversation through a baseline strategy, checked exactly like ctxproxy's.
 
-The engine replay itself lives in the product (`compaction.replay`, behind `ctxproxy replay`); the
+The engine replay itself lives in the product (`replay.run`, behind `ctxproxy replay`); the
 baselines are eval tooling only.
 """
 
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.baselines import Strategy
 from compaction.budget import Budget
-from compaction.replay import Message, ProgressHook, ReplayOptions, select_points
-from compaction.replay_checks import CachedCounter, RequestCheck, check_request
-from compaction.replay_records import RecordedConversation
-from compaction.replay_report import ConversationReport, finish_report
 from compaction.tokens import TokenCounter
+from replay.baselines import Strategy
+from replay.checks import CachedCounter, RequestCheck, check_request
+from replay.records import RecordedConversation
+from replay.report import ConversationReport, finish_report
+from replay.run import Message, ProgressHook, ReplayOptions, select_points
 
 
 def budget_for(options: ReplayOptions, tools: Sequence[Message], counter: TokenCounter) -> Budget:

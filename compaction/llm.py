@@ -8,7 +8,6 @@ stays cheap and offline.
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import os
 from functools import lru_cache
@@ -83,17 +82,6 @@ def model_context_window(model: str) -> int | None:
     return None
 
 
-def estimate_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD estimate from litellm's local price table; None when the model has no price."""
-    litellm = get_litellm()
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-    except Exception:  # unknown model / provider: no estimate rather than a failure
-        return None
-    return float(prompt_cost) + float(completion_cost)
-
-
 async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: str | None = None,
                       api_key: str | None = None, timeout_s: float | None = None,
                       temperature: float | None = None, max_tokens: int | None = None,
@@ -114,12 +102,3 @@ def response_text(response: Any) -> str:
     except (AttributeError, IndexError, KeyError, TypeError):
         return ""
     return content if isinstance(content, str) else ""
-
-
-def trim_messages(messages: list[dict[str, Any]], *, model: str, max_tokens: int) -> list[dict[str, Any]]:
-    """litellm's own `trim_messages`, called as documented (the baseline ctxproxy is compared with)."""
-    trimmed = get_litellm().utils.trim_messages(copy.deepcopy(messages), model=model,
-                                                max_tokens=max_tokens)
-    if isinstance(trimmed, tuple):  # the `return_response_tokens=True` shape
-        trimmed = trimmed[0]
-    return [dict(m) for m in trimmed]

@@ -1,7 +1,7 @@
 """The one error hierarchy of ctxproxy.
 
 Every failure a client can see is a `CtxProxyError` carrying OpenAI's status, type and code, so a
-single middleware (proxy/middleware.py) can render it as `{"error": {...}}`. This module sits in
+single middleware (proxy/server/middleware.py) can render it as `{"error": {...}}`. This module sits in
 `config/` because it is the bottom layer: store/, compaction/ and proxy/ all raise these, and none of
 them may depend on the HTTP layer.
 """

@@ -1,5 +1,5 @@
 """`python -m proxy` is the `ctxproxy` command."""
 
-from proxy.cli import main
+from proxy.cli.main import main
 
 raise SystemExit(main())

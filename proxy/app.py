@@ -16,15 +16,16 @@ from aiohttp import web
 
 from config.errors import CtxProxyError
 from config.settings import Settings
-from proxy import appkeys, handlers_chat, handlers_meta
-from proxy.handlers_context import setup_context_routes
-from proxy.litellm_upstream import LiteLLMUpstream
-from proxy.logging import make_logger
-from proxy.metrics import Metrics, file_size_reader
-from proxy.middleware import error_middleware, observe_middleware
-from proxy.ui import setup_ui
-from proxy.upstream import OpenAIUpstream, UpstreamRouter
-from proxy.windows import WindowResolver
+from proxy import appkeys
+from proxy.inspector.web import setup_ui
+from proxy.observability.logging import make_logger
+from proxy.observability.metrics import Metrics, file_size_reader
+from proxy.recall.http import setup_context_routes
+from proxy.server import chat, meta
+from proxy.server.middleware import error_middleware, observe_middleware
+from proxy.server.windows import WindowResolver
+from proxy.upstream.litellm_routed import LiteLLMUpstream
+from proxy.upstream.openai import OpenAIUpstream, UpstreamRouter
 
 EngineFactory = Callable[[Any, Settings, Metrics, Any], Any]  # (store, settings, metrics, logger)
 CONNECTOR_LIMIT = 512  # concurrent upstream connections (streams hold one each)
@@ -35,8 +36,8 @@ CHECKPOINT_INTERVAL_S = 5.0  # WAL folded into the database file off the request
 def default_engine(store: Any, settings: Settings, metrics: Metrics, logger: Any) -> Any:
     """compaction.engine.Engine with the configured summariser choice, observed (logs + metrics)."""
     from compaction.engine import Engine
-    from proxy.observer import ProxyObserver
-    from proxy.summarizer_choice import SummarizerChooser
+    from proxy.observability.observer import ProxyObserver
+    from proxy.server.summarizers import SummarizerChooser
 
     return Engine(store, settings, SummarizerChooser(settings),
                   observer=ProxyObserver(metrics, logger))
@@ -58,12 +59,12 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory | None = Non
 
 def _add_routes(app: web.Application) -> None:
     for prefix in ("/v1", ""):
-        app.router.add_post(f"{prefix}/chat/completions", handlers_chat.chat_completions)
-    app.router.add_get("/v1/models", handlers_meta.list_models)
-    app.router.add_get("/models", handlers_meta.list_models)
-    app.router.add_get("/healthz", handlers_meta.healthz)
-    app.router.add_get("/readyz", handlers_meta.readyz)
-    app.router.add_get("/metrics", handlers_meta.metrics)
+        app.router.add_post(f"{prefix}/chat/completions", chat.chat_completions)
+    app.router.add_get("/v1/models", meta.list_models)
+    app.router.add_get("/models", meta.list_models)
+    app.router.add_get("/healthz", meta.healthz)
+    app.router.add_get("/readyz", meta.readyz)
+    app.router.add_get("/metrics", meta.metrics)
     setup_context_routes(app)
     setup_ui(app)
 

@@ -14,10 +14,10 @@ from structlog.typing import FilteringBoundLogger
 
 from compaction.types import ChatTurn, PreparedRequest
 from config.settings import Settings
-from proxy.logging import RequestRecord
-from proxy.metrics import Metrics
-from proxy.upstream import UpstreamRouter
-from proxy.windows import WindowResolver
+from proxy.observability.logging import RequestRecord
+from proxy.observability.metrics import Metrics
+from proxy.server.windows import WindowResolver
+from proxy.upstream.openai import UpstreamRouter
 
 
 class StoreLike(Protocol):

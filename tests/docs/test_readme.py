@@ -9,7 +9,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.loader import documented_keys
-from proxy.metrics import METRIC_NAMES, Metrics
+from proxy.observability.metrics import METRIC_NAMES, Metrics
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 PER_MODEL_COMPACTION = "model_list[].compaction."

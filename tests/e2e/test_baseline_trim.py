@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import baselines
+from replay import baselines
 from tests.e2e.conversation import generate, request_history
 from tests.e2e.harness import MODEL, CachedCounter, body, budget_for, figures
 
@@ -35,7 +35,7 @@ def test_trim_messages_loses_early_facts_and_breaks_tool_pairs(figures_dir: Path
     for turn in [t for pair in SAMPLED_PAIRS for t in pair]:
         history = request_history(conv, turn)
         received.append(body(history, tools))
-        forwarded.append(body(baselines.trim_messages(history, budget, MODEL), tools))
+        forwarded.append(body(baselines.trim_messages(history, budget, counter, MODEL), tools))
     got = figures("trim_messages", received, forwarded, conv.facts, BUDGET, counter)
     # prefix stability over the sampled pairs only (not over the gaps between them)
     pairs = [forwarded[i]["messages"] == forwarded[i + 1]["messages"][:len(forwarded[i]["messages"])]

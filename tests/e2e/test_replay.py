@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compaction.toolpairs import pairing_violations
-from tests.e2e import baselines
+from replay import baselines
 from tests.e2e.conftest import RigFactory
 from tests.e2e.conversation import STALE_BUDGET, Conversation, generate
 from tests.e2e.harness import (

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bench.baselines import passthrough, sliding_window, trim_messages
 from bench.generator import generate_conversation
-from compaction.replay_checks import context_text, pairing_violations
 from compaction.tokens import TokenCounter
+from replay.baselines import passthrough, sliding_window, trim_messages
+from replay.checks import context_text, pairing_violations
 
 COUNTER = TokenCounter.for_model("gpt-4o-mini")
 CONV = generate_conversation(21, n_turns=60, target_tokens=16_000)
@@ -28,12 +28,11 @@ def test_sliding_window_fits_keeps_system_and_drops_every_early_fact() -> None:
     assert early and all(c.fact not in text for c in early)
 
 
-def test_sliding_window_may_cut_a_tool_round() -> None:
-    cuts = 0
-    for k in range(10, len(HISTORY)):
-        if HISTORY[k]["role"] == "assistant" and HISTORY[k - 1]["role"] in ("user", "tool"):
-            cuts += bool(pairing_violations(sliding_window(HISTORY[:k], 1_500, COUNTER)))
-    assert cuts > 0
+def test_sliding_window_never_cuts_a_tool_round() -> None:
+    ends = [k for k in range(10, len(HISTORY)) if not pairing_violations(HISTORY[:k])]
+    windows = [sliding_window(HISTORY[:k], 1_500, COUNTER) for k in ends]
+    assert any(len(w) < k for w, k in zip(windows, ends, strict=True))
+    assert [w for w in windows if pairing_violations(w)] == []
 
 
 def test_trim_messages_is_litellm_and_loses_early_facts() -> None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from compaction.replay_checks import (
+from compaction.tokens import TokenCounter
+from replay.checks import (
     CachedCounter,
     check_request,
     extends,
     pairing_violations,
     synthetic_messages,
 )
-from compaction.replay_facts import check_facts, invented_facts
-from compaction.replay_records import Check
-from compaction.tokens import TokenCounter
+from replay.facts import check_facts, invented_facts
+from replay.records import Check
 
 COUNTER = TokenCounter.for_model("gpt-4o-mini")
 SYSTEM = {"role": "system", "content": "Be precise."}

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from bench.generator import generate_conversation, generate_suite
-from compaction.replay_checks import context_text, pairing_violations
-from compaction.replay_records import RecordedConversation, read_jsonl, write_jsonl
 from compaction.tokens import TokenCounter
+from replay.checks import context_text, pairing_violations
+from replay.records import RecordedConversation, read_jsonl, write_jsonl
 
 KINDS = {"name", "order", "amount_currency", "amount_unit", "deadline", "path", "ticket", "correction",
          "approval", "discarded_hypothesis", "decision"}

@@ -12,11 +12,11 @@ import pytest
 
 from bench.fake_summarizers import INVENTED_LINE, FailingSummarizer, InventingSummarizer
 from bench.generator import generate_conversation
-from compaction.replay import ReplayOptions, replay_engine, request_points
-from compaction.replay_records import read_jsonl
-from compaction.replay_report import ConversationReport
 from compaction.types import Summarizer
-from proxy import cli_replay
+from proxy.cli import replay as cli_replay
+from replay.records import read_jsonl
+from replay.report import ConversationReport
+from replay.run import ReplayOptions, replay_engine, request_points
 
 SAMPLE = Path(__file__).with_name("sample.jsonl")
 

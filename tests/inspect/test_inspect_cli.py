@@ -8,7 +8,7 @@ import pytest
 from inspect_fixtures import API_KEY, OTHER_KEY, Populated
 from inspect_scenario import PINNED_TEXT
 
-from proxy.cli import main
+from proxy.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

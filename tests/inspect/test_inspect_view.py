@@ -14,7 +14,7 @@ from inspect_scenario import ORIGINAL_TEXT, PINNED_TEXT, count_tokens
 
 from config.errors import NotFoundError
 from config.settings import StoreSettings
-from proxy import inspect_view
+from proxy.inspector import view as inspect_view
 from store.models import ContextView, SummaryDraft, ViewItem
 from store.store import Store, TenantStore
 

@@ -9,7 +9,7 @@ from inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiServerFactory
 from inspect_scenario import ORIGINAL_TEXT
 
 from config.settings import StoreSettings
-from proxy import inspect_view
+from proxy.inspector import view as inspect_view
 from store.store import Store
 
 BEARER = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -6,7 +6,7 @@ from typing import Any
 
 from inspect_fixtures import ADMIN_KEY, UiServerFactory
 
-from proxy.ui_session import FAILURE_LIMIT, LOCKOUT_S, SESSION_MAX_AGE_S, SESSIONS, UiSessions
+from proxy.inspector.session import FAILURE_LIMIT, LOCKOUT_S, SESSION_MAX_AGE_S, SESSIONS, UiSessions
 
 
 class Clock:

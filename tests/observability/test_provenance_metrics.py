@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from proxy import appkeys
-from proxy.metrics import METRIC_NAMES
+from proxy.observability.metrics import METRIC_NAMES
 from tests.fakes.upstream import FakeUpstream
 from tests.observability.obs_support import (
     MODEL,

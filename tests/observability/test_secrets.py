@@ -14,7 +14,7 @@ import openai
 from compaction.types import SummarizerChoice, SummaryRequest
 from config.errors import SummarizerError
 from proxy import appkeys
-from proxy.observer import ProxyObserver
+from proxy.observability.observer import ProxyObserver
 from tests.fakes.upstream import ErrorReply, FakeUpstream
 from tests.observability.obs_support import (
     CLIENT_KEY,

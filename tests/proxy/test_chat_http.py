@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 
-from proxy.metrics import METRIC_NAMES
+from proxy.observability.metrics import METRIC_NAMES
 from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy import cli
+from proxy.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 VALID = """

@@ -1,4 +1,4 @@
-"""The tenant resolution `inspect`, `search` and `expand` share (proxy/cli_common.py)."""
+"""The tenant resolution `inspect`, `search` and `expand` share (proxy/cli/common.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from config.errors import ConfigError
 from config.settings import StoreSettings
-from proxy.cli import main
-from proxy.cli_common import API_KEY_ENV, tenant_of
+from proxy.cli.common import API_KEY_ENV, tenant_of
+from proxy.cli.main import main
 from store.store import Store
 
 MISSING = f"pass --api-key KEY or --tenant ID (or set {API_KEY_ENV})"
@@ -51,7 +51,7 @@ def test_each_cli_prefixes_its_own_name_once(store: Store, tmp_path: Path, comma
 
 
 def test_store_args_are_shared_and_exclusive() -> None:
-    from proxy.cli_common import add_store_args
+    from proxy.cli.common import add_store_args
 
     parser = argparse.ArgumentParser()
     add_store_args(parser)
@@ -64,7 +64,7 @@ def test_store_args_are_shared_and_exclusive() -> None:
 def test_console_for_a_pipe_is_plain_and_fixed_width() -> None:
     import io
 
-    from proxy.cli_common import PIPE_WIDTH, console_for
+    from proxy.cli.common import PIPE_WIDTH, console_for
 
     out = io.StringIO()
     console = console_for(out)

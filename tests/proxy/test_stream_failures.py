@@ -144,7 +144,7 @@ async def test_client_disconnect_is_logged_and_closes_the_upstream(make_proxy: A
 
 def test_recall_loop_treats_a_non_json_error_event_as_an_error() -> None:
     from config.errors import UpstreamHTTPError
-    from proxy.recall_upstream import _chunk
+    from proxy.recall.transport import _chunk
 
     with pytest.raises(UpstreamHTTPError) as caught:
         _chunk(b"event: error\ndata: upstream overloaded")

@@ -9,7 +9,7 @@ import pytest
 
 from compaction.types import ChatTurn, Credentials
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, SummarizerSettings
-from proxy.summarizer_choice import SummarizerChooser
+from proxy.server.summarizers import SummarizerChooser
 
 CLIENT_KEY = "sk-client-0001"
 ENTRY_KEY = "sk-entry-0002"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from config.settings import Settings, default_model_list
-from proxy.windows import WindowResolver
+from proxy.server.windows import WindowResolver
 
 
 class CountingResolve:

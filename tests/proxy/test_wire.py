@@ -1,4 +1,4 @@
-"""The pieces the relay, the transports and the recall loop share (proxy/wire.py, sse.classify)."""
+"""The pieces the relay, the transports and the recall loop share (proxy/upstream/wire.py, sse.classify)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from proxy.sse import ReplyAssembler, classify
-from proxy.tool_loop import _Carried, _StreamRound
-from proxy.wire import compact_json, first_message
+from proxy.recall.tool_loop import _Carried, _StreamRound
+from proxy.upstream.sse import ReplyAssembler, classify
+from proxy.upstream.wire import compact_json, first_message
 
 JSON = dict[str, Any]
 

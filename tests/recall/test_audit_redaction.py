@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from config.settings import RecallSettings, StoreSettings
-from proxy.recall_upstream import StoreRecallTools
+from proxy.recall.transport import StoreRecallTools
 from store.store import Store
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx12"

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from config.errors import InvalidRequestError
 from config.settings import StoreSettings
-from proxy.recall_api import run_search, search_query
-from proxy.tool_loop import ToolLoop
+from proxy.recall.api import run_search, search_query
+from proxy.recall.tool_loop import ToolLoop
 from store.store import Store
 from tests.recall.recall_data import ALPHA_KEY, populate
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from config.errors import NotFoundError, UpstreamError
-from proxy.tool_loop import ToolLoop, add_usage
+from proxy.recall.tool_loop import ToolLoop, add_usage
 
 JSON = dict[str, Any]
 SEARCH, EXPAND = "context_search", "context_expand"

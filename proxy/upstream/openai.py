@@ -2,7 +2,7 @@
 
 `UpstreamRouter.for_params` picks the transport: providers speaking OpenAI's wire format with an
 `api_base` go straight over HTTP (no re-serialisation of the reply); everything else goes through
-litellm (proxy/litellm_upstream.py). Every failure leaves here as a CtxProxyError.
+litellm (proxy/upstream/litellm_routed.py). Every failure leaves here as a CtxProxyError.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import aiohttp
 from config.errors import CtxProxyError, UpstreamError, UpstreamHTTPError
 from config.settings import OPENAI_API_BASE, LiteLLMParams
 from proxy.error_mapping import upstream_failure
-from proxy.sse import DONE, SSEParser, event_data
-from proxy.wire import compact_json
+from proxy.upstream.sse import DONE, SSEParser, event_data
+from proxy.upstream.wire import compact_json
 
 # Response headers worth relaying to the client (rate-limit hints, request ids).
 RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from config.errors import CtxProxyError, UpstreamError
-from proxy.wire import merge_tool_call, new_tool_call, tool_call_index
+from proxy.upstream.wire import merge_tool_call, new_tool_call, tool_call_index
 
 DONE = b"[DONE]"
 Writer = Callable[[bytes], Awaitable[None]]
@@ -154,7 +154,7 @@ class RelayOutcome:
 async def relay(events: AsyncIterator[bytes], write: Writer) -> RelayOutcome:
     """Pass each event block to `write` as it arrives; assemble the reply; report how it ended.
 
-    Upstream failures raised by `events` (already CtxProxyErrors, see proxy/upstream.py) end the
+    Upstream failures raised by `events` (already CtxProxyErrors, see proxy/upstream/openai.py) end the
     stream with an `error` event. Client-side write failures propagate to the caller.
     """
     outcome = RelayOutcome(ReplyAssembler())

@@ -2,9 +2,9 @@
 
 `ctxproxy replay FILE [--model gpt-4o-mini] [--window 12000] [--summarizer local/extractive|MODEL]
 [--config FILE] [--json] [--chart out.png] [--limit N] [--async]`. FILE is JSONL, one conversation a
-line: `{"id", "messages", "tools"?, "checks"?}` (compaction/replay_records.py; the eval's
+line: `{"id", "messages", "tools"?, "checks"?}` (replay/records.py; the eval's
 bench/generator.py writes such files). Each request is planned by the real Engine over a throw-away
-store (compaction/replay.py); nothing is sent to any provider unless --summarizer names a real model.
+store (replay/run.py); nothing is sent to any provider unless --summarizer names a real model.
 This module is presentation only: arguments, progress bar, rich tables, JSON, chart.
 """
 
@@ -31,9 +31,9 @@ from config.loader import load_settings
 from config.settings import LOCAL_EXTRACTIVE, CompactionSettings, Settings
 
 if TYPE_CHECKING:  # the engine is imported only when a replay runs (`ctxproxy --help` stays light)
-    from compaction.replay import ReplayOptions
-    from compaction.replay_records import RecordedConversation
-    from compaction.replay_report import ConversationReport
+    from replay.records import RecordedConversation
+    from replay.report import ConversationReport
+    from replay.run import ReplayOptions
 
 HELP = "replay recorded conversations (JSONL) through the real engine and report what it forwards"
 DEFAULT_WINDOW = 12_000
@@ -75,7 +75,7 @@ def quiet_logs() -> None:
 
 def _options(args: argparse.Namespace, settings: Settings) -> ReplayOptions:
     from compaction.budget import resolve_context_window
-    from compaction.replay import ReplayOptions
+    from replay.run import ReplayOptions
 
     entry = settings.find_model(args.model)
     overridden = entry is not None and entry.compaction != CompactionSettings()
@@ -87,7 +87,7 @@ def _options(args: argparse.Namespace, settings: Settings) -> ReplayOptions:
 
 async def _replay(convs: Sequence[RecordedConversation], options: ReplayOptions, settings: Settings,
                   progress: Progress) -> list[ConversationReport]:
-    from compaction.replay import replay_engine
+    from replay.run import replay_engine
 
     reports = []
     for conv in convs:
@@ -137,7 +137,7 @@ def _cost(cost: float | None, full: float | None) -> str:
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from compaction.replay_records import read_jsonl
+    from replay.records import read_jsonl
 
     out = out or sys.stdout
     try:
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Tex
 def _emit(args: argparse.Namespace, reports: Sequence[ConversationReport], options: ReplayOptions,
           out: TextIO) -> int:
     if args.chart:
-        from proxy.replay_chart import turn_chart
+        from replay.chart import turn_chart
 
         turn_chart(reports, args.chart)
     if args.json:

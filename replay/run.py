@@ -17,10 +17,6 @@ from typing import Any
 
 from compaction import recall
 from compaction.engine import Engine
-from compaction.replay_checks import CachedCounter, RequestCheck, check_request
-from compaction.replay_records import RecordedConversation
-from compaction.replay_report import ConversationReport, TurnStats, finish_report
-from compaction.replay_summarizer import CountingSummarizer, summarizer_named
 from compaction.tokens import TokenCounter
 from compaction.types import ChatTurn, PreparedRequest, Summarizer, SummarizerChoice
 from config.settings import (
@@ -31,6 +27,10 @@ from config.settings import (
     Settings,
     default_model_list,
 )
+from replay.checks import CachedCounter, RequestCheck, check_request
+from replay.records import RecordedConversation
+from replay.report import ConversationReport, TurnStats, finish_report
+from replay.summarizers import CountingSummarizer, summarizer_named
 from store.models import CompactionEvent
 from store.store import Store, TenantStore
 

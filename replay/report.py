@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compaction import llm
-from compaction.replay_checks import Message, RequestCheck
-from compaction.replay_facts import FactResult, check_facts, invented_facts
-from compaction.replay_records import RecordedConversation
+from replay.baselines import estimate_cost
+from replay.checks import Message, RequestCheck
+from replay.facts import FactResult, check_facts, invented_facts
+from replay.records import RecordedConversation
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def prompt_cost(model: str, tokens: Sequence[int]) -> float | None:
     """Estimated input cost of requests of `tokens` prompt tokens each (litellm's local price map)."""
     total = 0.0
     for count in tokens:
-        cost = llm.estimate_cost(model, count, 0)
+        cost = estimate_cost(model, count, 0)
         if cost is None:
             return None
         total += cost

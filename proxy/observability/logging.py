@@ -2,7 +2,7 @@
 
 Every event dict passes `redaction_processor` before rendering: credential-bearing keys are
 dropped outright and every string value goes through compaction.redact.redact_obj. One canonical
-`request` line per request is emitted by proxy/middleware.py from a RequestRecord.
+`request` line per request is emitted by proxy/server/middleware.py from a RequestRecord.
 """
 
 from __future__ import annotations

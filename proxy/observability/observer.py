@@ -2,7 +2,8 @@
 
 compaction/ reports through the `compaction.observer.CompactionObserver` seam; this class turns the
 reports into a `compaction.step` JSON event (the provenance also recorded in the store) and the
-counters in proxy/metrics.py. Values pass the logger's redaction processor like every other line.
+counters in proxy/observability/metrics.py. Values pass the logger's redaction processor like
+every other line.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from proxy.metrics import Metrics
+from proxy.observability.metrics import Metrics
 from store.models import CompactionEvent
 
 STEP_EVENT = "compaction.step"

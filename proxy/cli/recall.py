@@ -1,6 +1,6 @@
 """`ctxproxy search` and `ctxproxy expand`: recall over a tenant's history, read from the store.
 
-Same parameters and JSON as POST /v1/context/search and /v1/context/expand (proxy/recall_api.py),
+Same parameters and JSON as POST /v1/context/search and /v1/context/expand (proxy/recall/api.py),
 same implementation underneath (TenantStore.search / expand), so an operator sees what the API and
 the model see. The tenant comes from --tenant, else the keyed hash of --api-key / $CTXPROXY_API_KEY
 (the key is only hashed in memory). Without --conversation or --all-conversations, search looks in
@@ -22,9 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from config.errors import CtxProxyError
-from proxy.cli_common import add_store_args, console_for, store_settings, tenant_of
-from proxy.inspect_text import when
-from proxy.recall_api import as_list, hit_json, item_json, run_search, search_query
+from proxy.cli.common import add_store_args, console_for, store_settings, tenant_of
+from proxy.inspector.text import when
+from proxy.recall.api import as_list, hit_json, item_json, run_search, search_query
 from store.models import ExpandedItem, SearchHit
 
 SEARCH_HELP = "full-text search over a tenant's stored messages and summaries"

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from config.errors import CtxProxyError
-from proxy import inspect_text, inspect_view
-from proxy.cli_common import add_store_args, console_for, store_settings, tenant_of
+from proxy.cli.common import add_store_args, console_for, store_settings, tenant_of
+from proxy.inspector import text, view
 
 HELP = "show a tenant's conversations, or one conversation's view, summaries, anchors and budget"
 
@@ -43,8 +43,8 @@ def collect(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, Any]
     try:
         tenant = store.for_tenant(tenant_of(store, args, env))
         if args.conversation_id:
-            return "conversation", inspect_view.inspect_conversation(tenant, args.conversation_id)
-        return "list", inspect_view.conversation_list(tenant)
+            return "conversation", view.inspect_conversation(tenant, args.conversation_id)
+        return "list", view.conversation_list(tenant)
     finally:
         store.close()
 
@@ -57,9 +57,9 @@ def emit(kind: str, data: Any, as_json: bool, out: TextIO) -> None:
         return
     console = console_for(out)
     if kind == "list":
-        inspect_text.render_list(data, console)
+        text.render_list(data, console)
     else:
-        inspect_text.render_conversation(data, console)
+        text.render_conversation(data, console)
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None,
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: Tex
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry (`python -m proxy.cli_inspect`), same options as `ctxproxy inspect`."""
+    """Standalone entry (`python -m proxy.cli.inspect`), same options as `ctxproxy inspect`."""
     parser = argparse.ArgumentParser(prog="ctxproxy inspect", description=HELP)
     configure_parser(parser)
     args = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 
 `for_turn(...)` returns the handler's own `Upstream` unchanged when the recall tools are not offered
 this turn, else a `RecallUpstream` speaking the same protocol (`complete` / `open_stream`) that runs
-proxy/tool_loop.py underneath. So the handler's relay, reply assembly, error events and reply
+proxy/recall/tool_loop.py underneath. So the handler's relay, reply assembly, error events and reply
 storage work unchanged: they only ever see what the client sees.
 """
 
@@ -20,10 +20,10 @@ from compaction.tokens import TokenCounter
 from compaction.types import PreparedRequest
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
-from proxy.sse import DONE, classify
-from proxy.tool_loop import JSON, ResultLimit, ToolLoop
-from proxy.upstream import StreamingReply, Upstream, UpstreamReply
-from proxy.wire import compact_json
+from proxy.recall.tool_loop import JSON, ResultLimit, ToolLoop
+from proxy.upstream.openai import StreamingReply, Upstream, UpstreamReply
+from proxy.upstream.sse import DONE, classify
+from proxy.upstream.wire import compact_json
 from store.store import TenantStore
 
 
@@ -134,7 +134,7 @@ def _chunk(block: bytes) -> JSON | bytes | None:
 
 @dataclass
 class RecallUpstream:
-    """An `Upstream` that answers the model's recall tool calls itself (proxy/tool_loop.py)."""
+    """An `Upstream` that answers the model's recall tool calls itself (proxy/recall/tool_loop.py)."""
 
     inner: Upstream
     tools: StoreRecallTools

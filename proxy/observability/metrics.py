@@ -100,7 +100,7 @@ class Metrics:
     def observe_prepared(self, prepared: Any) -> None:
         """Token, prefix-stability and forced-truncation figures of one PreparedRequest.
 
-        Its compaction steps are counted by the engine's observer (proxy/observer.py), like
+        Its compaction steps are counted by the engine's observer (proxy/observability/observer.py), like
         background ones, so they are not counted here again.
         """
         received, forwarded = prepared.tokens_received, prepared.tokens_forwarded

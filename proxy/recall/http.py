@@ -4,7 +4,7 @@ The caller is identified like a chat request: its bearer key hashed to a tenant.
 is refused (401) whatever server.require_client_key says: keyless callers share the one `anonymous`
 tenant, so recall there would show each caller the others' histories. Everything goes through the
 caller's TenantStore, so another tenant's ids are answered exactly like unknown ones (404).
-Parameters: see proxy/recall_api.py.
+Parameters: see proxy/recall/api.py.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from aiohttp import web
 
 from config.errors import AuthenticationError
 from proxy import appkeys
-from proxy.handlers_chat import bearer_key, read_json_object
-from proxy.recall_api import as_list, expand_ids, hit_json, item_json, run_search, search_query
+from proxy.recall.api import as_list, expand_ids, hit_json, item_json, run_search, search_query
+from proxy.server.chat import bearer_key, read_json_object
 from store.store import TenantStore
 
 KEYLESS_RECALL = "recall needs an API key: keyless callers share one anonymous tenant"

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from compaction.replay_report import ConversationReport  # noqa: E402
+from replay.report import ConversationReport  # noqa: E402
 
 CATEGORIES = ("system", "anchors", "summaries", "fresh_tail", "tools")
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860")

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.replay_records import Check
 from compaction.tokens import REPLY_PRIMING, TokenCounter
+from replay.records import Check
 
 Message = Mapping[str, Any]
 

@@ -1,6 +1,6 @@
 """Terminal rendering of the inspection model (rich): tables, a summary tree, occupancy bars.
 
-Only formatting lives here; every fact comes from proxy/inspect_view.py so the text, the JSON and the
+Only formatting lives here; every fact comes from proxy/inspector/view.py so the text, the JSON and the
 web UI never disagree.
 """
 

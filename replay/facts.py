@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.replay_checks import Message, context_text, message_text, synthetic_messages
-from compaction.replay_records import Check
+from replay.checks import Message, context_text, message_text, synthetic_messages
+from replay.records import Check
 
 ANCHOR_MARK = "<ctxproxy:anchors>"
 # A line mentioning an old value is not "presenting it as current" when it says so.

@@ -20,7 +20,7 @@ from typing import Any
 from config.errors import AuthenticationError
 from config.settings import LiteLLMParams
 from proxy.error_mapping import upstream_failure
-from proxy.upstream import MISSING_API_KEY, StreamingReply, UpstreamReply, for_keyed_entry
+from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, UpstreamReply, for_keyed_entry
 
 # OpenAI chat parameters a client may set; every other body key is dropped (see module doc).
 # `metadata` is left out on purpose: litellm reads it as its own logging/routing metadata.

@@ -18,7 +18,7 @@ from aiohttp.typedefs import Handler
 from config.errors import CtxProxyError, InvalidRequestError, NotFoundError, http_status
 from proxy import appkeys
 from proxy.error_mapping import internal_error, to_ctxproxy_error
-from proxy.logging import RequestRecord
+from proxy.observability.logging import RequestRecord
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from config.errors import CtxProxyError
-from proxy.wire import first_message, merge_tool_call, new_tool_call, tool_call_index
+from proxy.upstream.wire import first_message, merge_tool_call, new_tool_call, tool_call_index
 
 JSON = dict[str, Any]
 
@@ -51,7 +51,7 @@ class ResultLimit(Protocol):
 class RoundTransport(Protocol):
     """One upstream round of the loop: a JSON reply, or the stream's chunk objects (without [DONE]).
 
-    (proxy/recall_upstream.py binds a proxy.upstream.Upstream to one request's params and key.)"""
+    (proxy/recall/transport.py binds a proxy.upstream.openai.Upstream to one request's params and key.)"""
 
     async def complete(self, body: JSON) -> JSON: ...
 

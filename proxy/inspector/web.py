@@ -2,7 +2,7 @@
 
 Protected by `server.admin_key`: a request needs `Authorization: Bearer <admin_key>` or the
 `ctxproxy_admin` cookie that /ui/login sets (an expiring HMAC token, never the key; see
-proxy/ui_session.py, which also backs off repeated failed logins). Without an admin key configured
+proxy/inspector/session.py, which also backs off repeated failed logins). Without an admin key configured
 every /ui path answers 404. Operators see all tenants; each read still goes through that
 tenant's `TenantStore`. All data reaches the page as JSON; the page renders it with textContent.
 """
@@ -17,12 +17,13 @@ from typing import Any
 from aiohttp import web
 
 from config.errors import AuthenticationError, CtxProxyError, NotFoundError, http_status
-from proxy import appkeys, inspect_view
-from proxy.handlers_chat import bearer_key
-from proxy.ui_session import SESSIONS, UiSessions, peer_of, sent_over_https
+from proxy import appkeys
+from proxy.inspector import view
+from proxy.inspector.session import SESSIONS, UiSessions, peer_of, sent_over_https
+from proxy.server.chat import bearer_key
 
 COOKIE = "ctxproxy_admin"
-STATIC_DIR = Path(__file__).with_name("ui")
+STATIC_DIR = Path(__file__).with_name("static")
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
 DISABLED_MESSAGE = ("The web inspector is disabled: set server.admin_key in the config "
                     "(or its environment override) to enable /ui.")
@@ -190,7 +191,7 @@ def _api_conversations(request: web.Request) -> dict[str, Any]:
     tenants = []
     rows: list[dict[str, Any]] = []
     for tid in tenant_ids(store):
-        convs = inspect_view.conversation_list(store.for_tenant(tid), limit=CONVERSATIONS_PER_TENANT)
+        convs = view.conversation_list(store.for_tenant(tid), limit=CONVERSATIONS_PER_TENANT)
         tenants.append({"id": tid, "conversations": len(convs)})
         rows.extend(convs)
     rows.sort(key=lambda r: -float(r["updated_at"]))
@@ -199,9 +200,9 @@ def _api_conversations(request: web.Request) -> dict[str, Any]:
 
 def _api_conversation(request: web.Request) -> dict[str, Any]:
     tenant = _store(request).for_tenant(request.match_info["tenant"])
-    return inspect_view.inspect_conversation(tenant, request.match_info["conversation"])
+    return view.inspect_conversation(tenant, request.match_info["conversation"])
 
 
 def _api_expand(request: web.Request) -> dict[str, Any]:
     tenant = _store(request).for_tenant(request.match_info["tenant"])
-    return inspect_view.expand_summary(tenant, request.match_info["summary"])
+    return view.expand_summary(tenant, request.match_info["summary"])

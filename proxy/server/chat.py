@@ -27,10 +27,12 @@ from config.errors import (
     UpstreamHTTPError,
 )
 from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, ServerSettings
-from proxy import appkeys, recall_upstream, sse
-from proxy.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
-from proxy.upstream import MISSING_API_KEY, Upstream, uses_openai_wire
-from proxy.wire import first_message
+from proxy import appkeys
+from proxy.recall import transport
+from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
+from proxy.upstream import sse
+from proxy.upstream.openai import MISSING_API_KEY, Upstream, uses_openai_wire
+from proxy.upstream.wire import first_message
 
 CONVERSATION_HEADER = "X-Conversation-Id"
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
@@ -58,7 +60,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
     metrics = request.app[appkeys.METRICS]
-    upstream = recall_upstream.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
+    upstream = transport.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
                                         request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
                                         t.prepared, t.turn.model,
                                         lambda op: metrics.recall_call(op, "tool_loop"))

@@ -2,7 +2,7 @@
 
 Other subcommands live in their own modules and are registered by adding their module name to
 SUBCOMMAND_MODULES; each module exposes `add_parser(subparsers) -> ArgumentParser` and sets
-`func(args) -> int` on its parser (see proxy/cli_inspect.py).
+`func(args) -> int` on its parser (see proxy/cli/inspect.py).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ EXIT_CONFIG_ERROR = 2
 
 # One line per plug-in subcommand module (search/expand, inspect, replay, ...).
 SUBCOMMAND_MODULES: list[str] = [
-    "proxy.cli_inspect",
-    "proxy.cli_replay",
-    "proxy.cli_recall",
+    "proxy.cli.inspect",
+    "proxy.cli.replay",
+    "proxy.cli.recall",
 ]
 
 
