@@ -28,8 +28,8 @@ from compaction.anchor_block import (
     render_anchor_block,
 )
 from compaction.anchor_cues import CORRECTION, HEDGE, RULED_OUT, Sentence, decision_in, sentence_at, sentences
-from compaction.messages import message_text
 from store.anchors import RevisionDraft
+from store.content import message_text
 from store.models import AnchorDraft, StoredMessage
 
 __all__ = ["ANCHOR_BLOCK_CLOSE", "ANCHOR_BLOCK_INTRO", "ANCHOR_BLOCK_OPEN", "anchor_line",

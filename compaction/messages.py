@@ -6,12 +6,10 @@ renders them as OpenAI-shaped 400s. `pinned` is ctxproxy's own field and never l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from config.errors import InvalidRequestError
-from store.content import content_text, tool_calls
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
@@ -128,14 +126,3 @@ def strip_private_fields(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def is_pinned(message: Mapping[str, Any]) -> bool:
     return message.get("pinned") is True
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """The human-readable text of a message: content text (store/content.py's rules, the ones the
-    search index uses) plus tool calls as `name(arguments)`."""
-    plain = dict(message)
-    pieces = [content_text(plain)]
-    for call in tool_calls(plain):
-        args = call["arguments"]
-        pieces.append(f"{call['name']}({args if isinstance(args, str) else json.dumps(args)})")
-    return "\n".join(p for p in pieces if p)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from compaction.messages import message_text
 from compaction.redact import redact
 from compaction.types import SummaryRequest
+from store.content import message_text
 from store.models import StoredMessage, SummaryRecord
 
 PROMPT_VERSION = "2026-11-30.1"

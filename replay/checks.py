@@ -14,22 +14,9 @@ from typing import Any
 
 from compaction.tokens import REPLY_PRIMING, TokenCounter
 from replay.records import Check
+from store.content import message_text
 
 Message = Mapping[str, Any]
-
-
-def message_text(message: Message) -> str:
-    """All text of a message: content (string or text parts) and tool-call arguments."""
-    content = message.get("content")
-    parts: list[str] = []
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        parts += [str(p.get("text") or "") for p in content if isinstance(p, Mapping)]
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        parts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
-    return "\n".join(parts)
 
 
 def context_text(messages: Sequence[Message]) -> str:

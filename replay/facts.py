@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from replay.checks import Message, context_text, message_text, synthetic_messages
+from replay.checks import Message, context_text, synthetic_messages
 from replay.records import Check
+from store.content import message_text
 
 ANCHOR_MARK = "<ctxproxy:anchors>"
 # A line mentioning an old value is not "presenting it as current" when it says so.

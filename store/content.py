@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 TOOL_RESULT_NOTE = "tool result payload omitted on purpose; re-run the tool if you need it"
@@ -23,17 +24,30 @@ def part_text(part: Mapping[str, Any]) -> str | None:
 
 
 def content_text(m: Mapping[str, Any]) -> str:
-    """The text of a message's content: a string, or its text parts joined by newlines."""
-    content = m.get("content")
+    """The text of a message's content: a string, or its text parts joined by newlines (no media)."""
+    return _joined(m.get("content"), part_text)
+
+
+def _joined(content: Any, read: Callable[[Mapping[str, Any]], str | None]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [part_text(p) for p in content if isinstance(p, Mapping)]
+        texts = [read(p) for p in content if isinstance(p, Mapping)]
         return "\n".join(t for t in texts if t)
     return ""
 
 
-def tool_calls(m: dict[str, Any]) -> list[dict[str, Any]]:
+def _any_part_text(part: Mapping[str, Any]) -> str:
+    """Text parts as their text; media as `[type uri]`; anything else as `[type]`."""
+    text = part_text(part)
+    if text is not None:
+        return text
+    uri = _media_uri(dict(part))
+    kind = str(part.get("type") or "part")
+    return f"[{kind} {_abbreviate(uri)}]" if uri else f"[{kind}]"
+
+
+def tool_calls(m: Mapping[str, Any]) -> list[dict[str, Any]]:
     """An assistant message's calls as {id, name, arguments} (legacy function_call included)."""
     out: list[dict[str, Any]] = []
     for call in m.get("tool_calls") or []:
@@ -47,11 +61,14 @@ def tool_calls(m: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def searchable_text(m: dict[str, Any]) -> str:
-    """What the full-text index holds: content plus tool-call names and arguments."""
-    pieces = [content_text(m)]
+def message_text(m: Mapping[str, Any]) -> str:
+    """The one text of a message, the same for the search index, the inspector, the summariser
+    prompts and the verifier: content (every part type) then tool calls as `name(arguments)`."""
+    pieces = [_joined(m.get("content"), _any_part_text)]
     for call in tool_calls(m):
-        pieces.append(f"{call['name'] or ''} {call['arguments'] or ''}".strip())
+        args = call["arguments"]
+        args_text = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
+        pieces.append(f"{call['name'] or ''}({args_text})")
     return "\n".join(p for p in pieces if p)
 
 
@@ -63,7 +80,7 @@ def _abbreviate(uri: str) -> str:
     return uri
 
 
-def _media_uri(part: dict[str, Any]) -> str | None:
+def _media_uri(part: Mapping[str, Any]) -> str | None:
     kind = part.get("type")
     if kind == "image_url":
         image = part.get("image_url")

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from config.errors import InvalidRequestError
 from store import rows
-from store.content import searchable_text
+from store.content import message_text
 from store.identity import body_hash, canonical_bodies, chain_from_bodies
 from store.models import Conversation, IngestResult, StoredMessage
 
@@ -94,7 +94,7 @@ def insert_message(run: Runner, cid: str, seq: int, m: dict[str, Any], token_cou
     body = public_body(m)
     role = str(m.get("role") or "")
     values = {"cid": cid, "seq": seq, "role": role, "json": rows.dumps(body),
-              "text": searchable_text(m), "tokens": token_count, "chain": hashes[0],
+              "text": message_text(m), "tokens": token_count, "chain": hashes[0],
               "content": hashes[1], "pinned": 1 if m.get("pinned") else 0, "source": source, "now": now}
     cur = run("INSERT INTO messages (tenant_id, conversation_id, seq, role, message_json, text, token_count, "
               "chain_hash, content_hash, pinned, source, created_at) VALUES (:tenant, :cid, :seq, :role, "

@@ -8,10 +8,10 @@ stable: scripts and the browser UI rely on them.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from store.content import message_text
 from store.models import (
     Anchor,
     CompactionEvent,
@@ -71,38 +71,7 @@ def conversation_list(store: InspectableStore, limit: int = 200) -> list[dict[st
 
 
 # ---------------------------------------------------------------------------------------------
-# Message text
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """Readable text of a stored message: content parts, then tool calls as `name(arguments)`."""
-    parts = [_content_text(message.get("content"))]
-    for call in message.get("tool_calls") or []:
-        if isinstance(call, dict):
-            fn = call.get("function") or {}
-            parts.append(f"-> {fn.get('name', '?')}({fn.get('arguments', '')})")
-    return "\n".join(p for p in parts if p)
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(_part_text(p) for p in content if _part_text(p))
-    return json.dumps(content, ensure_ascii=False)
-
-
-def _part_text(part: Any) -> str:
-    if not isinstance(part, dict):
-        return str(part)
-    if part.get("type") == "text":
-        return str(part.get("text", ""))
-    if part.get("type") == "image_url":
-        url = part.get("image_url")
-        return f"[image {url.get('url', '') if isinstance(url, dict) else url}]"
-    return f"[{part.get('type', 'part')}]"
+# Previews
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from inspect_fake_store import FakeTenantStore
-from inspect_fixtures import API_KEY, Populated
-from inspect_scenario import ORIGINAL_TEXT, PINNED_TEXT, count_tokens
 
 from config.errors import NotFoundError
 from config.settings import StoreSettings
 from proxy.inspector import view as inspect_view
 from store.models import ContextView, SummaryDraft, ViewItem
 from store.store import Store, TenantStore
+from tests.inspect.inspect_fake_store import FakeTenantStore
+from tests.inspect.inspect_fixtures import API_KEY, Populated
+from tests.inspect.inspect_scenario import ORIGINAL_TEXT, PINNED_TEXT, count_tokens
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_timeline_marks_raw_summarised_and_pinned(data: dict[str, Any], populate
     assert rows[2]["summary_path"] == [sc.condensed.id, sc.leaves[0].id]
     assert rows[2]["preview"].startswith(ORIGINAL_TEXT)
     assert rows[3]["status"] == "pinned" and rows[3]["preview"] == PINNED_TEXT
-    assert rows[12]["preview"] == '-> read_file({"path": "/srv/app/deploy.yaml"})'
+    assert rows[12]["preview"] == 'read_file({"path": "/srv/app/deploy.yaml"})'
     assert rows[31]["summary_id"] == sc.late_leaf.id and rows[31]["summary_depth"] == 0
     assert [rows[s]["status"] for s in range(35, 40)] == ["raw"] * 5
     assert data["totals"] == {"messages": 40, "message_tokens": sum(r["token_count"] for r in rows.values()),
