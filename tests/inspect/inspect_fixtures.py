@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_scenario import MODEL, Scenario, count_tokens, populate
 
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
 from store.store import Store
+from tests.inspect.inspect_scenario import MODEL, Scenario, count_tokens, populate
 
 API_KEY = "sk-inspect-tenant-a-0123456789"
 OTHER_KEY = "sk-inspect-tenant-b-0123456789"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from inspect_fixtures import API_KEY, OTHER_KEY, Populated
-from inspect_scenario import PINNED_TEXT
 
 from proxy.cli.main import main
+from tests.inspect.inspect_fixtures import API_KEY, OTHER_KEY, Populated
+from tests.inspect.inspect_scenario import PINNED_TEXT
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

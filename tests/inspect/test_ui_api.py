@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiServerFactory
-from inspect_scenario import ORIGINAL_TEXT
-
 from config.settings import StoreSettings
 from proxy.inspector import view as inspect_view
 from store.store import Store
+from tests.inspect.inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiServerFactory
+from tests.inspect.inspect_scenario import ORIGINAL_TEXT
 
 BEARER = {"Authorization": f"Bearer {ADMIN_KEY}"}
 

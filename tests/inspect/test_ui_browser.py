@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_fixtures import ADMIN_KEY, Populated, UiServerFactory
-from inspect_scenario import ORIGINAL_TEXT
+
+from tests.inspect.inspect_fixtures import ADMIN_KEY, Populated, UiServerFactory
+from tests.inspect.inspect_scenario import ORIGINAL_TEXT
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspect_fixtures import ADMIN_KEY, UiServerFactory
-
 from proxy.inspector.session import FAILURE_LIMIT, LOCKOUT_S, SESSION_MAX_AGE_S, SESSIONS, UiSessions
+from tests.inspect.inspect_fixtures import ADMIN_KEY, UiServerFactory
 
 
 class Clock:

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import TokenCounter
 
 from config.settings import StoreSettings
 from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from store_helpers import TokenCounter, set_created_at
 
 import store.search as search_mod
 from store.models import SearchQuery, SummaryDraft
 from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter, set_created_at
 
 N = 6  # the lowered candidate bound these tests run with (the real one is 1,000)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store_helpers import TokenCounter, history
-
 from config.settings import StoreSettings
 from store.store import Store
+from tests.store.store_helpers import TokenCounter, history
 
 
 def test_checkpoint_folds_the_wal_into_the_database_file(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from store_helpers import TokenCounter, history
 
 from config.errors import CtxProxyError, StoreError
 from store.models import (
@@ -16,6 +15,7 @@ from store.models import (
     ViewItem,
 )
 from store.store import PassFinisher, Store, TenantStore
+from tests.store.store_helpers import TokenCounter, history
 
 TABLES = ("anchors", "summaries", "summary_sources", "views", "compaction_events", "summaries_fts")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from store_helpers import TokenCounter
 
 from config.errors import InvalidRequestError, NotFoundError
 from store.content import TOOL_RESULT_NOTE
 from store.models import SummaryDraft
 from store.store import TenantStore
+from tests.store.store_helpers import TokenCounter
 
 MSGS: list[dict[str, Any]] = [
     {"role": "user", "content": [

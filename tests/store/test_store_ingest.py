@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from store_helpers import TokenCounter, history
 
 from config.errors import InvalidRequestError, NotFoundError
 from store.identity import chain_hashes
 from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter, history
 
 
 def _count(store: Store, table: str) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from store_helpers import TokenCounter, history
 
 from config.errors import StoreError
 from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter, history
 
 
 def test_tenant_ids_lists_tenants_with_conversations_most_recent_first(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from store_helpers import TokenCounter, history
 
 from config.errors import NotFoundError
 from store.models import (
@@ -17,6 +16,7 @@ from store.models import (
     ViewItem,
 )
 from store.store import TenantStore
+from tests.store.store_helpers import TokenCounter, history
 
 
 def _conv(alice: TenantStore, counter: TokenCounter, turns: int = 5,

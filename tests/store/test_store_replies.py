@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from store_helpers import TokenCounter
 
 from config.errors import StoreError
 from store.identity import chain_hashes
 from store.models import SearchQuery
 from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter
 
 HI: dict[str, Any] = {"role": "user", "content": "hi"}
 A: dict[str, Any] = {"role": "assistant", "content": "reply A"}

@@ -6,11 +6,11 @@ import time
 from typing import Any
 
 import pytest
-from store_helpers import TokenCounter, set_created_at
 
 from config.errors import InvalidRequestError, NotFoundError
 from store.models import SearchQuery, SummaryDraft
 from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter, set_created_at
 
 DAY = 86_400.0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from store_helpers import TokenCounter, history
 
 from config.errors import NotFoundError
 from store.models import (
@@ -15,6 +14,7 @@ from store.models import (
     SummaryDraft,
 )
 from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter, history
 
 
 @pytest.fixture
