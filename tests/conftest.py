@@ -10,12 +10,21 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+
+if TYPE_CHECKING:  # imported for real only in fixtures: the network block must come first
+    import openai
+    from aiohttp.test_utils import TestServer
+    from pytest_aiohttp import AiohttpServer
+
+    from config.settings import Settings
+    from proxy.app import EngineFactory
+    from tests.fakes.upstream import FakeUpstream
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -59,11 +68,11 @@ def _install_network_block() -> None:
     real_connect_ex = socket.socket.connect_ex
     real_getaddrinfo = socket.getaddrinfo
 
-    def connect(self: socket.socket, address: Any) -> None:
+    def connect(self: socket.SocketType, address: Any) -> None:
         _check_address(address)
         real_connect(self, address)
 
-    def connect_ex(self: socket.socket, address: Any) -> int:
+    def connect_ex(self: socket.SocketType, address: Any) -> int:
         _check_address(address)
         return real_connect_ex(self, address)
 
@@ -72,8 +81,9 @@ def _install_network_block() -> None:
             raise NetworkBlockedError(f"name resolution blocked in tests: {host!r}")
         return real_getaddrinfo(host, *args, **kwargs)
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    # Patching the class (not one socket) is the point: every socket any library opens is checked.
+    socket.socket.connect = connect  # type: ignore[method-assign]  # deliberate class-level patch
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]  # deliberate class-level patch
     socket.getaddrinfo = getaddrinfo
 
 
@@ -89,7 +99,7 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-async def fake_upstream() -> AsyncIterator[Any]:
+async def fake_upstream() -> AsyncIterator[FakeUpstream]:
     from tests.fakes.upstream import FakeUpstream
 
     fake = await FakeUpstream().start()
@@ -99,7 +109,7 @@ async def fake_upstream() -> AsyncIterator[Any]:
         await fake.close()
 
 
-def proxy_settings_for(upstream_url: str, store_path: Path, **server: Any) -> Any:
+def proxy_settings_for(upstream_url: str, store_path: Path, **server: Any) -> Settings:
     """Settings routing a few model names to the fake upstream (no litellm metadata lookups)."""
     from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
 
@@ -114,18 +124,22 @@ def proxy_settings_for(upstream_url: str, store_path: Path, **server: Any) -> An
                     server=server_settings)
 
 
-ProxyFactory = Callable[..., Awaitable[Any]]
+class ProxyFactory(Protocol):
+    """The `make_proxy` fixture: a started TestServer running create_app."""
+
+    def __call__(self, settings: Settings | None = None, *, engine_factory: EngineFactory | None = None,
+                 log_stream: Any = None, **server: Any) -> Awaitable[TestServer]: ...
 
 
 @pytest.fixture
-def proxy_engine_factory() -> Any:
+def proxy_engine_factory() -> EngineFactory | None:
     """Engine factory for `make_proxy` (None: the real compaction.engine.Engine); override per suite."""
     return None
 
 
 @pytest.fixture
-async def make_proxy(aiohttp_server: Any, fake_upstream: Any, tmp_path: Path,
-                     proxy_engine_factory: Any) -> ProxyFactory:
+async def make_proxy(aiohttp_server: AiohttpServer, fake_upstream: FakeUpstream, tmp_path: Path,
+                     proxy_engine_factory: EngineFactory | None) -> ProxyFactory:
     """`await make_proxy(settings=None, engine_factory=None, log_stream=None, **server_overrides)`.
 
     Returns a started aiohttp TestServer running create_app (the real Engine unless a factory is
@@ -133,8 +147,8 @@ async def make_proxy(aiohttp_server: Any, fake_upstream: Any, tmp_path: Path,
     """
     from proxy.app import create_app
 
-    async def factory(settings: Any = None, *, engine_factory: Any = None, log_stream: Any = None,
-                      **server: Any) -> Any:
+    async def factory(settings: Settings | None = None, *, engine_factory: EngineFactory | None = None,
+                      log_stream: Any = None, **server: Any) -> TestServer:
         settings = settings or proxy_settings_for(fake_upstream.url, tmp_path / "store.db", **server)
         app = create_app(settings, engine_factory=engine_factory or proxy_engine_factory,
                          log_stream=log_stream)
@@ -144,17 +158,17 @@ async def make_proxy(aiohttp_server: Any, fake_upstream: Any, tmp_path: Path,
 
 
 @pytest.fixture
-async def proxy_server(make_proxy: ProxyFactory) -> Any:
+async def proxy_server(make_proxy: ProxyFactory) -> TestServer:
     return await make_proxy()
 
 
 @pytest.fixture
-def proxy_url(proxy_server: Any) -> str:
+def proxy_url(proxy_server: TestServer) -> str:
     return str(proxy_server.make_url("")).rstrip("/")
 
 
 @pytest.fixture
-async def openai_client(proxy_url: str) -> AsyncIterator[Any]:
+async def openai_client(proxy_url: str) -> AsyncIterator[openai.AsyncOpenAI]:
     import openai
 
     client = openai.AsyncOpenAI(base_url=proxy_url + "/v1", api_key=TEST_API_KEY, max_retries=0)

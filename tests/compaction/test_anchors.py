@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from compaction.anchors import ANCHOR_BLOCK_CLOSE, ANCHOR_BLOCK_OPEN, extract_anchors, render_anchor_block
 from compaction.tokens import TokenCounter
 from store.models import Anchor, StoredMessage
@@ -75,9 +77,10 @@ def test_pinned_message_bounded() -> None:
     assert pinned[0].value.startswith("Always answer in French.") and "more characters" in pinned[0].value
 
 
-def anchor(i: int, kind: str, key: str, value: str, status: str = "active") -> Anchor:
+def anchor(i: int, kind: str, key: str, value: str,
+           status: Literal["active", "superseded"] = "active") -> Anchor:
     return Anchor(id=i, conversation_id="c", kind=kind, key=key, value=value, source_message_id=10 + i,
-                  status=status)  # type: ignore[arg-type]
+                  status=status)
 
 
 def test_block_is_stable_and_shows_current_values() -> None:

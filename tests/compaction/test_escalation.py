@@ -6,10 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.escalation import summarize_with_escalation, truncate_sources
+from compaction.escalation import EscalationOutcome, summarize_with_escalation, truncate_sources
 from compaction.prompts import build_source_text
 from compaction.summarizers import ExtractiveSummarizer
 from compaction.tokens import TokenCounter
+from compaction.types import Summarizer, SummaryRequest
 from store.models import StoredMessage
 from tests.fakes.summarizer import ScriptedSummarizer
 
@@ -30,9 +31,10 @@ SOURCES = build_source_text([
 INPUT = COUNTER.count_text(SOURCES)
 
 
-async def run(summarizer, target: int = 300, **kw):  # type: ignore[no-untyped-def]
+async def run(summarizer: Summarizer, target: int = 300, timeout_s: float | None = None) -> EscalationOutcome:
     return await summarize_with_escalation(summarizer, kind="leaf", sources_text=SOURCES, anchors_text="",
-                                           target_tokens=target, counter=COUNTER, input_tokens=INPUT, **kw)
+                                           target_tokens=target, counter=COUNTER, input_tokens=INPUT,
+                                           timeout_s=timeout_s)
 
 
 async def test_faithful_accepted_at_normal() -> None:
@@ -78,7 +80,7 @@ async def test_extractive_summarizer_single_level() -> None:
 
 async def test_output_redacted() -> None:
     class Leaky(ScriptedSummarizer):
-        async def complete(self, request):  # type: ignore[no-untyped-def]
+        async def complete(self, request: SummaryRequest) -> str:
             return "## Intent\n- keep ORD-1000 password=hunter22"
     outcome = await run(Leaky())
     assert "hunter22" not in outcome.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -44,7 +45,8 @@ def test_hf_tokenizers_count(model: str) -> None:
     assert 0 < counter.count_text("The quick brown fox jumps over the lazy dog") < 20
 
 
-def test_tiktoken_loads_from_litellm_dir_without_network(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_tiktoken_loads_from_litellm_dir_without_network(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import tiktoken.load
 
     def no_download(blobpath: str) -> bytes:

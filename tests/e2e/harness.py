@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,17 +103,18 @@ class Replay:
 
 
 async def replay(client: Any, conv: Conversation, fake: FakeUpstream, engine: RecordingEngine, *,
-                 turns: int | None = None, settle: bool = True) -> Replay:
+                 turns: int | None = None, settle: bool = True, model_delay_s: float = 0.0) -> Replay:
     """Send the conversation turn by turn, the client resending its full history each time.
 
     `settle`: before the next turn, wait for background compaction (a client with human or model
-    think time); otherwise turns follow back to back, paced only by the upstream's reply delay.
+    think time); otherwise turns follow back to back, paced only by the upstream's reply delay
+    (`model_delay_s` per reply).
     """
     out = Replay()
     history: list[JSON] = [conv.system]
     for step in conv.steps[:turns]:
         history += [dict(m) for m in step.client]
-        fake.queue(_reply_for(step))
+        fake.queue(_reply_for(step, model_delay_s))
         raw = await client.chat.completions.with_raw_response.create(
             model=MODEL, messages=history, tools=list(conv.tools))
         out.waits.append(raw.headers.get("x-ctxproxy-summarizer-wait"))
@@ -133,14 +135,10 @@ def _reply_for(step: Step, delay_s: float = 0.0) -> Reply:
 async def paced_replay(client: Any, conv: Conversation, fake: FakeUpstream, engine: RecordingEngine,
                        *, turns: int, model_delay_s: float) -> Replay:
     """Back-to-back turns; the fake model takes `model_delay_s` to answer each (agent pacing)."""
-    original = fake.queue
-    fake.queue = lambda *scripts: original(*[  # type: ignore[method-assign]
-        Reply(text=s.text, tool_calls=s.tool_calls, delay_s=model_delay_s)
-        if isinstance(s, Reply) else s for s in scripts])
     try:
-        return await replay(client, conv, fake, engine, turns=turns, settle=False)
+        return await replay(client, conv, fake, engine, turns=turns, settle=False,
+                            model_delay_s=model_delay_s)
     finally:
-        fake.queue = original  # type: ignore[method-assign]
         await asyncio.sleep(0)
 
 
@@ -161,7 +159,7 @@ class CachedCounter:
             found = self._memo[key] = self.inner.count_message(message)
         return found
 
-    def count_messages(self, messages: list[JSON]) -> int:
+    def count_messages(self, messages: Sequence[JSON]) -> int:
         return REPLY_PRIMING + sum(self.count_message(m) for m in messages)
 
     def count_tools(self, tools: list[JSON]) -> int:

@@ -20,6 +20,7 @@ from config.settings import (
     SummarizerSettings,
 )
 from proxy.app import create_app
+from tests.sdk_params import sdk_messages
 
 ADMIN = "admin-engine-test-key-0123456789"
 PLANTED = "The staging database password rotation is scheduled for ticket OPS-4471"
@@ -55,7 +56,7 @@ async def test_inspector_reads_engine_output(aiohttp_server: Any, aiohttp_client
                 history.extend(turn(10 * i + j))
             history.append({"role": "user", "content": f"Status after round {i}?"})
             reply = await client.chat.completions.create(model="gpt-4o-mini",
-                                                         messages=history)  # type: ignore[arg-type]
+                                                         messages=sdk_messages(history))
             history.append({"role": "assistant", "content": reply.choices[0].message.content})
     finally:
         await client.close()

@@ -21,6 +21,7 @@ from config.settings import (
     StoreSettings,
     SummarizerSettings,
 )
+from tests.sdk_params import sdk_messages
 
 MODEL = "gpt-4o-mini"
 WINDOW = 4_096
@@ -70,11 +71,12 @@ async def drive(client: openai.AsyncOpenAI, engine: Any, turns: int, *, first: s
 async def _one(client: openai.AsyncOpenAI, messages: list[dict[str, Any]],
                stream: bool) -> tuple[dict[str, str], str]:
     if not stream:
-        raw = await client.chat.completions.with_raw_response.create(model=MODEL, messages=messages)  # type: ignore[arg-type]
+        raw = await client.chat.completions.with_raw_response.create(model=MODEL,
+                                                                     messages=sdk_messages(messages))
         return dict(raw.headers), raw.parse().choices[0].message.content or ""
     async with client.chat.completions.with_streaming_response.create(
-            model=MODEL, messages=messages, stream=True) as resp:  # type: ignore[arg-type]
-        chunks: Any = await resp.parse()  # an AsyncStream of chunks (stream=True)
+            model=MODEL, messages=sdk_messages(messages), stream=True) as resp:
+        chunks = await resp.parse()  # an AsyncStream of chunks (stream=True)
         text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
         return dict(resp.headers), text
 

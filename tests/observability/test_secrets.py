@@ -24,6 +24,7 @@ from tests.observability.obs_support import (
     log_lines,
     small_window_settings,
 )
+from tests.sdk_params import sdk_messages
 
 SECRET = b"SECRET"
 LEAKY_KEY = "sk-live-LEAKabcdef1234567890QWERTY"
@@ -112,8 +113,8 @@ async def test_summariser_and_upstream_error_texts_are_redacted_in_logs(
     fake_upstream.queue(ErrorReply(500, {"error": {"message": f"bad key {LEAKY_KEY}",
                                                    "type": "server_error"}}))
     try:
-        await client.chat.completions.create(model=MODEL, messages=driven.messages  # type: ignore[arg-type]
-                                             + [{"role": "user", "content": "again"}])
+        await client.chat.completions.create(model=MODEL, messages=sdk_messages(
+            driven.messages + [{"role": "user", "content": "again"}]))
     except openai.APIStatusError as exc:
         assert exc.status_code == 500
     await client.close()

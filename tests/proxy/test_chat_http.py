@@ -11,6 +11,7 @@ import aiohttp
 from proxy.observability.metrics import METRIC_NAMES
 from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
+from tests.sdk_params import sdk_messages
 
 SYSTEM = {"role": "system", "content": "You are terse."}
 USER_X = {"role": "user", "content": "x"}
@@ -27,10 +28,11 @@ async def test_non_streaming_reply_arrives_intact(make_proxy: Any, fake_upstream
     async with openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
                                   max_retries=0) as openai_client:
         raw = await openai_client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": "hi", "pinned": True}])
+            model="gpt-4o-mini",
+            messages=sdk_messages([SYSTEM, {"role": "user", "content": "hi", "pinned": True}]))
     completion = raw.parse()
     assert completion.choices[0].message.content == "Bonjour, Ada."
-    assert completion.usage.completion_tokens > 0
+    assert completion.usage is not None and completion.usage.completion_tokens > 0
     sent = fake_upstream.last_body
     assert sent["model"] == "gpt-4o-mini"
     assert all("pinned" not in m for m in sent["messages"])

@@ -67,7 +67,8 @@ def test_no_file_gives_defaults() -> None:
     (entry,) = s.model_list
     assert entry.model_name == "*" and entry.litellm_params.api_base == OPENAI_API_BASE
     assert entry.litellm_params.api_key is None
-    assert s.find_model("gpt-4.1").resolved_params("gpt-4.1").model == "openai/gpt-4.1"  # type: ignore[union-attr]
+    found = s.find_model("gpt-4.1")
+    assert found is not None and found.resolved_params("gpt-4.1").model == "openai/gpt-4.1"
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 
 from config.errors import UpstreamError
-from proxy.upstream.sse import ReplyAssembler, SSEParser, event_data, relay
+from proxy.upstream.sse import RelayOutcome, ReplyAssembler, SSEParser, event_data, relay
 from tests.fakes.upstream import Reply, stream_events, tool_call
 
 
@@ -38,7 +38,7 @@ async def events_of(blocks: list[bytes], error: Exception | None = None) -> Asyn
         raise error
 
 
-async def run_relay(blocks: list[bytes], error: Exception | None = None) -> tuple[object, bytes]:
+async def run_relay(blocks: list[bytes], error: Exception | None = None) -> tuple[RelayOutcome, bytes]:
     written: list[bytes] = []
 
     async def write(data: bytes) -> None:
@@ -51,14 +51,14 @@ async def run_relay(blocks: list[bytes], error: Exception | None = None) -> tupl
 async def test_relay_complete_stream() -> None:
     blocks = [e.strip() for e in stream_events({"model": "m"}, Reply(text="hi"))]
     outcome, out = await run_relay(blocks)
-    assert outcome.complete and outcome.assembler.message()["content"] == "hi"  # type: ignore[attr-defined]
+    assert outcome.complete and outcome.assembler.message()["content"] == "hi"
     assert out.endswith(b"data: [DONE]\n\n") and b"event: error" not in out
 
 
 async def test_relay_cut_stream_ends_with_error_event() -> None:
     blocks = [e.strip() for e in stream_events({"model": "m"}, Reply(text="hello"))][:2]
     outcome, out = await run_relay(blocks, UpstreamError("reset"))
-    assert not outcome.complete  # type: ignore[attr-defined]
+    assert not outcome.complete
     name, data = event_data(out.strip().split(b"\n\n")[-1])
     assert name == "error" and json.loads(data)["error"]["message"] == "reset"
 
@@ -66,7 +66,7 @@ async def test_relay_cut_stream_ends_with_error_event() -> None:
 async def test_relay_missing_done_is_an_error() -> None:
     blocks = [e.strip() for e in stream_events({"model": "m"}, Reply(text="x", omit_done=True))]
     outcome, out = await run_relay(blocks)
-    assert not outcome.complete and b"event: error" in out  # type: ignore[attr-defined]
+    assert not outcome.complete and b"event: error" in out
 
 
 WIRE = (b": keepalive\n\nevent: message\ndata: {\"a\":\ndata:  1}\n\ndata:[DONE]\n\n")

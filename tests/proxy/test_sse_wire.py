@@ -46,7 +46,7 @@ def sse(obj: Any, ending: bytes = b"\n", event: str | None = None) -> bytes:
 
 
 async def read_event(resp: aiohttp.ClientResponse) -> bytes:
-    lines = []
+    lines: list[bytes] = []
     while True:
         line = await resp.content.readline()
         if not line.strip():

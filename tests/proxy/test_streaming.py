@@ -15,7 +15,7 @@ GUARD_S = 10  # only a hang guard: a buffering proxy deadlocks here instead of p
 
 
 async def read_event(resp: aiohttp.ClientResponse) -> bytes:
-    lines = []
+    lines: list[bytes] = []
     while True:
         line = await resp.content.readline()
         if not line.strip():

@@ -3,10 +3,9 @@ request's credentials: the model entry's key, else the client's)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from compaction.summarizers import LiteLLMSummarizer
 from compaction.types import ChatTurn, Credentials
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, SummarizerSettings
 from proxy.server.summarizers import SummarizerChooser
@@ -16,7 +15,7 @@ ENTRY_KEY = "sk-entry-0002"
 SUMMARISER_KEY = "sk-summariser-0003"
 
 
-def key_used(summariser_key: str | None, entry_key: str | None) -> Any:
+def key_used(summariser_key: str | None, entry_key: str | None) -> str | None:
     params = LiteLLMParams("openai/gpt-4o", "http://127.0.0.1:9/v1", entry_key)
     settings = Settings(model_list=(ModelEntry("m", params),),
                         summarizer=SummarizerSettings(model="openai/gpt-4o-mini",
@@ -24,7 +23,9 @@ def key_used(summariser_key: str | None, entry_key: str | None) -> Any:
                                                       api_key=summariser_key))
     turn = ChatTurn(tenant_id="t", model="m", upstream=params, settings=CompactionSettings(),
                     context_window=8192, messages=(), credentials=Credentials(CLIENT_KEY))
-    return SummarizerChooser(settings)(turn).summarizer._api_key  # type: ignore[attr-defined]
+    summarizer = SummarizerChooser(settings)(turn).summarizer
+    assert isinstance(summarizer, LiteLLMSummarizer)
+    return summarizer._api_key
 
 
 @pytest.mark.parametrize(("summariser_key", "entry_key", "expected"), [

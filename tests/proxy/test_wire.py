@@ -50,7 +50,7 @@ def _chunk(delta: JSON) -> JSON:
 
 def test_relay_and_recall_loop_assemble_tool_calls_alike() -> None:
     """Null and missing indices mean the first call in both; fragments concatenate in order."""
-    deltas = [{"tool_calls": [{"index": None, "id": "call_1", "type": "function",
+    deltas: list[JSON] = [{"tool_calls": [{"index": None, "id": "call_1", "type": "function",
                                "function": {"name": "context_search", "arguments": '{"pat'}}]},
               {"tool_calls": [{"function": {"arguments": 'tern": "x"}'}}]},
               {"tool_calls": [{"index": None, "function": {"arguments": ""}}]}]

@@ -14,6 +14,8 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletion
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from config.settings import (
     CompactionSettings,
@@ -28,6 +30,7 @@ from proxy import appkeys
 from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply, tool_call
 from tests.recall.recall_data import FACT
+from tests.sdk_params import sdk_messages, sdk_tools
 
 JSON = dict[str, Any]
 SEARCH, EXPAND = "context_search", "context_expand"
@@ -102,20 +105,22 @@ async def ask(server: Any, stream: bool, **extra: Any) -> tuple[str, str, list[A
     """(conversation id, content, tool calls seen by the client, finish reason)."""
     sdk = client(server)
     raw = await sdk.chat.completions.with_raw_response.create(
-        model="gpt-4o-mini", messages=long_history(), tools=[CLIENT_TOOL], tool_choice="auto",
-        stream=stream, **extra)
+        model="gpt-4o-mini", messages=sdk_messages(long_history()), tools=sdk_tools([CLIENT_TOOL]),
+        tool_choice="auto", stream=stream, **extra)
     cid = raw.headers["x-ctxproxy-conversation-id"]
     parsed = raw.parse()
-    if not stream:
+    if isinstance(parsed, ChatCompletion):  # stream=False
         choice = parsed.choices[0]
         return cid, choice.message.content or "", list(choice.message.tool_calls or []), choice.finish_reason
-    text, calls, finishes = [], [], []
+    text: list[str] = []
+    calls: list[ChoiceDeltaToolCall] = []
+    finishes: list[str] = []
     async for chunk in parsed:
-        for choice in chunk.choices:
-            text.append(choice.delta.content or "")
-            calls += choice.delta.tool_calls or []
-            if choice.finish_reason:
-                finishes.append(choice.finish_reason)
+        for streamed in chunk.choices:
+            text.append(streamed.delta.content or "")
+            calls += streamed.delta.tool_calls or []
+            if streamed.finish_reason:
+                finishes.append(streamed.finish_reason)
     assert len(finishes) == 1
     return cid, "".join(text), calls, finishes[0]
 
@@ -160,7 +165,8 @@ async def test_model_recalls_a_compacted_fact(make_proxy: Any, fake_upstream: Fa
 async def test_usage_is_summed_over_rounds(make_proxy: Any, fake_upstream: FakeUpstream,
                                            tmp_path: Path) -> None:
     server = await start(make_proxy, fake_upstream, tmp_path)
-    reply = await client(server).chat.completions.create(model="gpt-4o-mini", messages=long_history())
+    reply = await client(server).chat.completions.create(model="gpt-4o-mini",
+                                                         messages=sdk_messages(long_history()))
     assert reply.usage is not None and len(fake_upstream.requests) == 3
     assert reply.usage.prompt_tokens > 2 * sum(len(json.dumps(m)) // 4
                                                for m in fake_upstream.requests[0].body["messages"])
@@ -192,7 +198,8 @@ async def test_upstream_error_in_a_later_round(make_proxy: Any, fake_upstream: F
 
     fake_upstream.responder = model
     with pytest.raises(openai.InternalServerError) as info:
-        await client(server).chat.completions.create(model="gpt-4o-mini", messages=long_history())
+        await client(server).chat.completions.create(model="gpt-4o-mini",
+                                                     messages=sdk_messages(long_history()))
     assert info.value.status_code == 503 and "overloaded" in info.value.message
     with pytest.raises(openai.APIError, match="overloaded"):
         await ask(server, stream=True)
@@ -202,10 +209,11 @@ async def test_no_summary_no_tools(make_proxy: Any, fake_upstream: FakeUpstream,
     server = await start(make_proxy, fake_upstream, tmp_path)
     short = [{"role": "user", "content": FACT}, {"role": "user", "content": "What was the order?"}]
     for stream in (False, True):
-        reply = await client(server).chat.completions.create(model="gpt-4o-mini", messages=short,
-                                                             tools=[CLIENT_TOOL], stream=stream)
+        reply = await client(server).chat.completions.create(
+            model="gpt-4o-mini", messages=sdk_messages(short), tools=sdk_tools([CLIENT_TOOL]), stream=stream)
         if stream:
-            [c async for c in reply]  # type: ignore[union-attr]
+            assert isinstance(reply, openai.AsyncStream)
+            [c async for c in reply]
     for request in fake_upstream.requests:
         assert tool_names(request.body) == ["get_weather"]
         assert SEARCH not in json.dumps(request.body) and EXPAND not in json.dumps(request.body)
@@ -233,6 +241,7 @@ async def test_rounds_are_bounded(make_proxy: Any, fake_upstream: FakeUpstream, 
     server = await make_proxy(replace(base, model_list=(replace(
         base.model_list[0], litellm_params=LiteLLMParams("openai/gpt-4o-mini", fake_upstream.url)),),
         recall=RecallSettings(max_rounds=2)))
-    reply = await client(server).chat.completions.create(model="gpt-4o-mini", messages=long_history())
+    reply = await client(server).chat.completions.create(model="gpt-4o-mini",
+                                                         messages=sdk_messages(long_history()))
     assert reply.choices[0].message.content == "giving up"
     assert [SEARCH in tool_names(r.body) for r in fake_upstream.requests] == [True, True, False]

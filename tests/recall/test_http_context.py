@@ -14,15 +14,22 @@ from tests.recall.recall_data import DAY, FACT, Populated
 JSON = dict[str, Any]
 
 
+async def post_json(client: AsyncOpenAI, path: str, body: JSON) -> JSON:
+    """POST through the SDK (its auth and errors) and return the decoded JSON object as it came."""
+    reply = await client.post(path, cast_to=object, body=body)
+    assert isinstance(reply, dict)
+    return reply
+
+
 async def search(client: AsyncOpenAI, **body: Any) -> list[JSON]:
-    reply: JSON = await client.post("/context/search", cast_to=object, body=body)
+    reply = await post_json(client, "/context/search", body)
     assert reply["object"] == "list"
     data: list[JSON] = reply["data"]
     return data
 
 
 async def expand(client: AsyncOpenAI, ids: list[Any]) -> list[JSON]:
-    reply: JSON = await client.post("/context/expand", cast_to=object, body={"ids": ids})
+    reply = await post_json(client, "/context/expand", {"ids": ids})
     assert reply["object"] == "list"
     data: list[JSON] = reply["data"]
     return data
@@ -108,7 +115,8 @@ async def test_combined_parameters(clients: dict[str, AsyncOpenAI], populated: P
 
 def _recent_question(hits: list[JSON]) -> str:
     """The id of the one hit from the second conversation (its id is not in the fixture)."""
-    return next(h["id"] for h in hits if "paddle" in h["snippet"])
+    found: str = next(h["id"] for h in hits if "paddle" in h["snippet"])
+    return found
 
 
 async def test_expand_messages_and_summary(clients: dict[str, AsyncOpenAI], populated: Populated) -> None:

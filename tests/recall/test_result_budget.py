@@ -19,6 +19,7 @@ from proxy import appkeys
 from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
 from tests.recall.test_end_to_end import EXPAND, SEARCH, client, long_history, settings
+from tests.sdk_params import sdk_messages
 
 JSON = dict[str, Any]
 COUNTER = TokenCounter.for_model("gpt-4o-mini")
@@ -79,7 +80,7 @@ async def test_expanding_a_huge_message_keeps_the_reask_within_budget(
     history = long_history()
     history[4:4] = [{"role": "user", "content": "Here is the export."},
                     {"role": "assistant", "content": HUGE}]
-    reply = await client(server).chat.completions.create(model="gpt-4o-mini", messages=history)  # type: ignore[arg-type]
+    reply = await client(server).chat.completions.create(model="gpt-4o-mini", messages=sdk_messages(history))
     assert reply.choices[0].message.content == "done"
 
     store = server.app[appkeys.STORE]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +56,7 @@ class ScriptedUpstream:
         assert isinstance(reply, dict)
         return reply
 
-    async def stream(self, body: JSON) -> AsyncIterator[JSON]:
+    async def stream(self, body: JSON) -> AsyncGenerator[JSON, None]:
         self.bodies.append(json.loads(json.dumps(body)))
         chunks = self.script.pop(0)
         if isinstance(chunks, Exception):
