@@ -26,8 +26,9 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# mypy --strict over the packages, tests/ and bench/ ([tool.mypy] in pyproject.toml lists them).
 lint: $(STAMP)
-	$(BIN)/ruff check proxy compaction store config tests bench
+	$(BIN)/ruff check proxy compaction store config replay tests bench
 	$(BIN)/mypy
 
 eval: $(STAMP)
