@@ -6,17 +6,17 @@ what the proxy tests rely on; these casts only tell mypy so, at one place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 
 
-def sdk_messages(messages: Sequence[dict[str, Any]]) -> list[ChatCompletionMessageParam]:
+def sdk_messages(messages: Sequence[Mapping[str, Any]]) -> list[ChatCompletionMessageParam]:
     """Wire-JSON messages, typed as the SDK's `messages` param (a new list; the dicts are shared)."""
     return cast("list[ChatCompletionMessageParam]", list(messages))
 
 
-def sdk_tools(tools: Sequence[dict[str, Any]]) -> list[ChatCompletionToolUnionParam]:
+def sdk_tools(tools: Sequence[Mapping[str, Any]]) -> list[ChatCompletionToolUnionParam]:
     """Wire-JSON tool definitions, typed as the SDK's `tools` param."""
     return cast("list[ChatCompletionToolUnionParam]", list(tools))

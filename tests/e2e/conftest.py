@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from proxy.app import default_engine
-from tests.conftest import TEST_API_KEY
+from tests.conftest import TEST_API_KEY, ProxyFactory
 from tests.e2e.harness import RecordingEngine, settings_for, summarizer_responder
 from tests.fakes.upstream import FakeUpstream
 
@@ -37,7 +37,7 @@ async def summarizer_upstream() -> AsyncIterator[FakeUpstream]:
 
 
 @pytest.fixture
-async def rig(make_proxy: Any, fake_upstream: FakeUpstream, summarizer_upstream: FakeUpstream,
+async def rig(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, summarizer_upstream: FakeUpstream,
               tmp_path: Path) -> AsyncIterator[RigFactory]:
     """`await rig(behaviour, delay_s=0.0, window=12_000)`: a started proxy and its SDK client."""
     clients: list[openai.AsyncOpenAI] = []

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+from pytest_aiohttp import AiohttpClient, AiohttpServer
 
 from config.settings import (
     CompactionSettings,
@@ -20,6 +23,7 @@ from config.settings import (
     SummarizerSettings,
 )
 from proxy.app import create_app
+from tests.fakes.upstream import FakeUpstream
 from tests.sdk_params import sdk_messages
 
 ADMIN = "admin-engine-test-key-0123456789"
@@ -41,8 +45,8 @@ def turn(i: int) -> list[dict[str, str]]:
              f"error rates for an hour and rolls back automatically if latency doubles during step {i}."}]
 
 
-async def test_inspector_reads_engine_output(aiohttp_server: Any, aiohttp_client: Any, fake_upstream: Any,
-                                             tmp_path: Path) -> None:
+async def test_inspector_reads_engine_output(aiohttp_server: AiohttpServer, aiohttp_client: AiohttpClient,
+                                             fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     app = create_app(engine_settings(fake_upstream.url, tmp_path))
     server = await aiohttp_server(app)
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are a release engineer."},
@@ -61,7 +65,7 @@ async def test_inspector_reads_engine_output(aiohttp_server: Any, aiohttp_client
     finally:
         await client.close()
 
-    http = await aiohttp_client(server)
+    http: TestClient[web.Request, None] = await aiohttp_client(server)
     headers = {"Authorization": f"Bearer {ADMIN}"}
     listing = await (await http.get("/ui/api/conversations", headers=headers)).json()
     assert len(listing["conversations"]) == 1

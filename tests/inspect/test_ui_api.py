@@ -3,7 +3,7 @@ and the JSON API (all tenants, conversation detail, summary expansion)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pytest_aiohttp import AiohttpClient
 
 from config.settings import StoreSettings
 from proxy.inspector import view as inspect_view
@@ -14,7 +14,8 @@ from tests.inspect.inspect_scenario import ORIGINAL_TEXT
 BEARER = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
-async def test_disabled_without_admin_key(make_ui_server: UiServerFactory, aiohttp_client: Any) -> None:
+async def test_disabled_without_admin_key(make_ui_server: UiServerFactory,
+                                          aiohttp_client: AiohttpClient) -> None:
     client = await aiohttp_client(await make_ui_server(admin_key=None))
     page = await client.get("/ui/")
     assert page.status == 404 and "set server.admin_key" in await page.text()
@@ -25,7 +26,7 @@ async def test_disabled_without_admin_key(make_ui_server: UiServerFactory, aioht
     assert login.status == 404 and "ctxproxy_admin" not in login.cookies
 
 
-async def test_credentials_required(make_ui_server: UiServerFactory, aiohttp_client: Any) -> None:
+async def test_credentials_required(make_ui_server: UiServerFactory, aiohttp_client: AiohttpClient) -> None:
     client = await aiohttp_client(await make_ui_server())
     api = await client.get("/ui/api/conversations")
     assert api.status == 401 and (await api.json())["error"]["type"] == "authentication_error"
@@ -38,7 +39,8 @@ async def test_credentials_required(make_ui_server: UiServerFactory, aiohttp_cli
     assert ok.status == 200
 
 
-async def test_cookie_login_and_logout(make_ui_server: UiServerFactory, aiohttp_client: Any) -> None:
+async def test_cookie_login_and_logout(make_ui_server: UiServerFactory,
+                                       aiohttp_client: AiohttpClient) -> None:
     client = await aiohttp_client(await make_ui_server())
     bad = await client.post("/ui/login", data={"admin_key": "wrong"}, allow_redirects=False)
     assert bad.status == 401 and 'data-testid="login-error"' in await bad.text()
@@ -55,7 +57,7 @@ async def test_cookie_login_and_logout(make_ui_server: UiServerFactory, aiohttp_
     assert (await client.get("/ui/api/conversations")).status == 401
 
 
-async def test_api_lists_every_tenant(make_ui_server: UiServerFactory, aiohttp_client: Any,
+async def test_api_lists_every_tenant(make_ui_server: UiServerFactory, aiohttp_client: AiohttpClient,
                                       populated: Populated) -> None:
     client = await aiohttp_client(await make_ui_server())
     body = await (await client.get("/ui/api/conversations", headers=BEARER)).json()
@@ -67,7 +69,8 @@ async def test_api_lists_every_tenant(make_ui_server: UiServerFactory, aiohttp_c
     assert by_id[populated.other_conversation]["tenant_id"] == populated.other_tenant
 
 
-async def test_api_detail_is_the_inspection_model(make_ui_server: UiServerFactory, aiohttp_client: Any,
+async def test_api_detail_is_the_inspection_model(make_ui_server: UiServerFactory,
+                                                  aiohttp_client: AiohttpClient,
                                                   populated: Populated) -> None:
     sc = populated.scenario
     client = await aiohttp_client(await make_ui_server())
@@ -87,7 +90,8 @@ async def test_api_detail_is_the_inspection_model(make_ui_server: UiServerFactor
     assert cross.status == 404 and (await cross.json())["error"]["code"] == "not_found"
 
 
-async def test_api_expand_reaches_original_messages(make_ui_server: UiServerFactory, aiohttp_client: Any,
+async def test_api_expand_reaches_original_messages(make_ui_server: UiServerFactory,
+                                                    aiohttp_client: AiohttpClient,
                                                     populated: Populated) -> None:
     sc = populated.scenario
     client = await aiohttp_client(await make_ui_server())
@@ -103,7 +107,7 @@ async def test_api_expand_reaches_original_messages(make_ui_server: UiServerFact
 
 
 async def test_static_assets_are_served_from_an_allow_list(make_ui_server: UiServerFactory,
-                                                           aiohttp_client: Any) -> None:
+                                                           aiohttp_client: AiohttpClient) -> None:
     client = await aiohttp_client(await make_ui_server())
     js = await client.get("/ui/static/app.js", headers=BEARER)
     assert js.status == 200 and js.headers["Content-Type"].startswith("text/javascript")

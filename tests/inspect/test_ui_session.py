@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_aiohttp import AiohttpClient
+
 from proxy.inspector.session import FAILURE_LIMIT, LOCKOUT_S, SESSION_MAX_AGE_S, SESSIONS, UiSessions
 from tests.inspect.inspect_fixtures import ADMIN_KEY, UiServerFactory
 
@@ -73,7 +75,7 @@ async def _login(client: Any, key: str, **headers: str) -> Any:
 
 
 async def test_cookie_has_max_age_and_secure_behind_a_tls_proxy(make_ui_server: UiServerFactory,
-                                                                aiohttp_client: Any) -> None:
+                                                                aiohttp_client: AiohttpClient) -> None:
     client = await aiohttp_client(await make_ui_server())
     plain = (await _login(client, ADMIN_KEY)).headers["Set-Cookie"]
     assert f"Max-Age={SESSION_MAX_AGE_S}" in plain and "Secure" not in plain
@@ -82,7 +84,7 @@ async def test_cookie_has_max_age_and_secure_behind_a_tls_proxy(make_ui_server: 
 
 
 async def test_logout_revokes_a_copied_cookie_and_sessions_expire(make_ui_server: UiServerFactory,
-                                                                  aiohttp_client: Any) -> None:
+                                                                  aiohttp_client: AiohttpClient) -> None:
     server = await make_ui_server()
     clock = Clock()
     server.app[SESSIONS].clock = clock
@@ -102,7 +104,7 @@ async def test_logout_revokes_a_copied_cookie_and_sessions_expire(make_ui_server
 
 
 async def test_repeated_failures_get_429_even_with_the_right_key(make_ui_server: UiServerFactory,
-                                                                 aiohttp_client: Any) -> None:
+                                                                 aiohttp_client: AiohttpClient) -> None:
     server = await make_ui_server()
     clock = Clock()
     server.app[SESSIONS].clock = clock
@@ -117,7 +119,7 @@ async def test_repeated_failures_get_429_even_with_the_right_key(make_ui_server:
 
 
 async def test_bearer_scheme_is_case_insensitive(make_ui_server: UiServerFactory,
-                                                 aiohttp_client: Any) -> None:
+                                                 aiohttp_client: AiohttpClient) -> None:
     client = await aiohttp_client(await make_ui_server())
     for scheme in ("Bearer", "bearer", "BEARER"):
         resp = await client.get("/ui/api/conversations", headers={"Authorization": f"{scheme} {ADMIN_KEY}"})

@@ -6,14 +6,15 @@ from __future__ import annotations
 import io
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import openai
 import pytest
+from aiohttp.test_utils import TestServer
 
 from proxy import appkeys
 from proxy.observability.metrics import METRIC_NAMES
+from tests.conftest import ProxyFactory
 from tests.fakes.upstream import FakeUpstream
 from tests.observability.obs_support import (
     MODEL,
@@ -36,7 +37,8 @@ STEP_FIELDS = ("conversation_id", "trigger", "tier", "compaction_level", "outcom
 
 
 class Run:
-    def __init__(self, server: Any, logs: io.StringIO, driven: Driven, before: str, after: str) -> None:
+    def __init__(self, server: TestServer, logs: io.StringIO, driven: Driven, before: str,
+                 after: str) -> None:
         self.server, self.logs, self.driven = server, logs, driven
         self.before, self.after = parse_metrics(before), parse_metrics(after)
         store = server.app[appkeys.STORE]
@@ -47,7 +49,7 @@ class Run:
 
 
 @pytest.fixture
-async def run(make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> Run:
+async def run(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: Path) -> Run:
     logs = io.StringIO()
     server = await make_proxy(small_window_settings(fake_upstream.url, tmp_path / "obs.db"),
                               log_stream=logs)

@@ -15,6 +15,7 @@ from compaction.types import SummarizerChoice, SummaryRequest
 from config.errors import SummarizerError
 from proxy import appkeys
 from proxy.observability.observer import ProxyObserver
+from tests.conftest import ProxyFactory
 from tests.fakes.upstream import ErrorReply, FakeUpstream
 from tests.observability.obs_support import (
     CLIENT_KEY,
@@ -41,7 +42,7 @@ def _sql_count(db: Path, sql: str) -> int:
 
 
 async def test_secrets_stay_out_of_everything_but_the_stored_message(
-        make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     db = tmp_path / "secret.db"
     logs = io.StringIO()
     server = await make_proxy(small_window_settings(fake_upstream.url, db), log_stream=logs)
@@ -103,7 +104,7 @@ def _leaky_engine(store: Any, settings: Any, metrics: Any, logger: Any) -> Any:
 
 
 async def test_summariser_and_upstream_error_texts_are_redacted_in_logs(
-        make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     logs = io.StringIO()
     server = await make_proxy(small_window_settings(fake_upstream.url, tmp_path / "e.db"),
                               engine_factory=_leaky_engine, log_stream=logs)

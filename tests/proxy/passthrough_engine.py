@@ -41,8 +41,10 @@ class PassthroughEngine:
             prepared.conversation_id, message, 1, parent_seq=prepared.last_seq,
             parent_chain=prepared.last_chain_hash)
 
-    def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> None:
+    def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
+        """Counts the call; never schedules a compaction step (False, as the contract reports it)."""
         self.after_turns += 1
+        return False
 
     async def aclose(self) -> None:
         return None

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
 
 import aiohttp
+from openai import AsyncOpenAI
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageToolCallUnion,
+    ChatCompletionSystemMessageParam,
+    ChatCompletionUserMessageParam,
+)
 
 from proxy.observability.metrics import METRIC_NAMES
-from tests.conftest import TEST_API_KEY
+from tests.conftest import TEST_API_KEY, ProxyFactory
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
 from tests.sdk_params import sdk_messages
 
-SYSTEM = {"role": "system", "content": "You are terse."}
-USER_X = {"role": "user", "content": "x"}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+SYSTEM: ChatCompletionSystemMessageParam = {"role": "system", "content": "You are terse."}
+USER_X: ChatCompletionUserMessageParam = {"role": "user", "content": "x"}
+TOOLS: list[ChatCompletionFunctionToolParam] = [{"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
 
 
-async def test_non_streaming_reply_arrives_intact(make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+async def test_non_streaming_reply_arrives_intact(make_proxy: ProxyFactory,
+                                                  fake_upstream: FakeUpstream) -> None:
     import openai
 
     logs = io.StringIO()
@@ -45,13 +53,14 @@ async def test_non_streaming_reply_arrives_intact(make_proxy: Any, fake_upstream
     assert float(raw.headers["X-Ctxproxy-Overhead-Ms"]) == line["overhead_ms"]
 
 
-async def test_configured_key_replaces_client_key(openai_client: Any, fake_upstream: FakeUpstream) -> None:
+async def test_configured_key_replaces_client_key(openai_client: AsyncOpenAI,
+                                                  fake_upstream: FakeUpstream) -> None:
     await openai_client.chat.completions.create(model="keyed-model", messages=[USER_X])
     assert fake_upstream.requests[-1].headers["Authorization"] == "Bearer sk-upstream-configured-0123456789"
     assert fake_upstream.last_body["model"] == "gpt-4o"
 
 
-async def test_wildcard_model_and_extra_params_pass_through(openai_client: Any,
+async def test_wildcard_model_and_extra_params_pass_through(openai_client: AsyncOpenAI,
                                                              fake_upstream: FakeUpstream) -> None:
     await openai_client.chat.completions.create(
         model="fake-mini", messages=[{"role": "user", "content": "x"}], temperature=0.3, seed=7,
@@ -61,7 +70,8 @@ async def test_wildcard_model_and_extra_params_pass_through(openai_client: Any,
     assert (body["temperature"], body["seed"], body["custom_param"]) == (0.3, 7, {"a": 1})
 
 
-async def test_streaming_reply_arrives_intact(openai_client: Any, fake_upstream: FakeUpstream) -> None:
+async def test_streaming_reply_arrives_intact(openai_client: AsyncOpenAI,
+                                              fake_upstream: FakeUpstream) -> None:
     fake_upstream.queue(Reply(text="The quick brown fox jumps.", chunk_size=3))
     stream = await openai_client.chat.completions.create(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "go"}], stream=True,
@@ -76,20 +86,30 @@ async def test_streaming_reply_arrives_intact(openai_client: Any, fake_upstream:
     assert fake_upstream.last_body["stream"] is True
 
 
-async def test_tool_calls_non_streaming_and_parallel(openai_client: Any, fake_upstream: FakeUpstream) -> None:
+def function_calls(calls: list[ChatCompletionMessageToolCallUnion] | None,
+                   ) -> list[ChatCompletionMessageFunctionToolCall]:
+    """A reply's tool calls, every one a function call (anything else fails the test)."""
+    assert calls is not None
+    functions = [c for c in calls if isinstance(c, ChatCompletionMessageFunctionToolCall)]
+    assert len(functions) == len(calls)
+    return functions
+
+
+async def test_tool_calls_non_streaming_and_parallel(openai_client: AsyncOpenAI,
+                                                     fake_upstream: FakeUpstream) -> None:
     calls = [tool_call("call_a", "get_weather", {"city": "Porto"}),
              tool_call("call_b", "get_weather", {"city": "Faro"})]
     fake_upstream.queue(Reply(text=None, tool_calls=calls))
     completion = await openai_client.chat.completions.create(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS)
-    got = completion.choices[0].message.tool_calls
+    got = function_calls(completion.choices[0].message.tool_calls)
     assert [(c.id, c.function.name, json.loads(c.function.arguments)["city"]) for c in got] == [
         ("call_a", "get_weather", "Porto"), ("call_b", "get_weather", "Faro")]
     assert completion.choices[0].finish_reason == "tool_calls"
     assert fake_upstream.last_body["tools"] == TOOLS
 
 
-async def test_tool_calls_streaming_parallel(openai_client: Any, fake_upstream: FakeUpstream) -> None:
+async def test_tool_calls_streaming_parallel(openai_client: AsyncOpenAI, fake_upstream: FakeUpstream) -> None:
     calls = [tool_call("call_a", "get_weather", {"city": "Porto"}),
              tool_call("call_b", "get_weather", {"city": "Faro"})]
     fake_upstream.queue(Reply(text=None, tool_calls=calls))
@@ -99,13 +119,14 @@ async def test_tool_calls_streaming_parallel(openai_client: Any, fake_upstream: 
     ids: dict[int, str] = {}
     async for chunk in stream:
         for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+            assert delta.function is not None
             args[delta.index] = args.get(delta.index, "") + (delta.function.arguments or "")
             ids[delta.index] = delta.id or ids.get(delta.index, "")
     assert ids == {0: "call_a", 1: "call_b"}
     assert [json.loads(args[i])["city"] for i in (0, 1)] == ["Porto", "Faro"]
 
 
-async def test_models_health_ready_metrics(openai_client: Any, proxy_url: str) -> None:
+async def test_models_health_ready_metrics(openai_client: AsyncOpenAI, proxy_url: str) -> None:
     models = await openai_client.models.list()
     assert [m.id for m in models.data] == ["gpt-4o-mini", "keyed-model"]
     await openai_client.chat.completions.create(model="gpt-4o-mini", messages=[USER_X])
@@ -124,7 +145,8 @@ async def test_models_health_ready_metrics(openai_client: Any, proxy_url: str) -
     assert "conversation" not in text and "tenant" not in text
 
 
-async def test_canonical_request_log_line_without_key(make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+async def test_canonical_request_log_line_without_key(make_proxy: ProxyFactory,
+                                                      fake_upstream: FakeUpstream) -> None:
     logs = io.StringIO()
     server = await make_proxy(log_stream=logs)
     fake_upstream.queue(Reply(text="ok", usage={"prompt_tokens": 5, "completion_tokens": 2,

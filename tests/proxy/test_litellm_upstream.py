@@ -14,14 +14,15 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletionUserMessageParam
 
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
-from tests.conftest import TEST_API_KEY
+from tests.conftest import TEST_API_KEY, ProxyFactory
 from tests.fakes.upstream import FakeUpstream
 
 CONFIGURED_KEY = "sk-upstream-configured-0123456789"
 TIMEOUT_S = 42.0
-USER: Any = {"role": "user", "content": "hi"}
+USER: ChatCompletionUserMessageParam = {"role": "user", "content": "hi"}
 
 
 def litellm_settings(url: str, store: Path) -> Settings:
@@ -62,7 +63,7 @@ async def evil() -> AsyncIterator[FakeUpstream]:
 
 
 @pytest.fixture
-async def client(make_proxy: Any, fake_upstream: FakeUpstream,
+async def client(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
                  tmp_path: Path) -> AsyncIterator[openai.AsyncOpenAI]:
     server = await make_proxy(litellm_settings(fake_upstream.url, tmp_path / "s.db"))
     url = str(server.make_url("/v1"))
@@ -79,11 +80,12 @@ def hostile_body(evil_url: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_client_body_cannot_redirect_or_override_credentials(
-        client: Any, fake_upstream: FakeUpstream, evil: FakeUpstream,
+        client: openai.AsyncOpenAI, fake_upstream: FakeUpstream, evil: FakeUpstream,
         litellm_calls: list[dict[str, Any]], stream: bool) -> None:
     reply = await client.chat.completions.create(model="ds-keyed", messages=[USER], temperature=0.2,
                                                  stream=stream, extra_body=hostile_body(evil.url))
-    if stream:
+    text: str | None
+    if isinstance(reply, openai.AsyncStream):  # stream=True
         text = "".join([c.choices[0].delta.content or "" async for c in reply if c.choices])
     else:
         text = reply.choices[0].message.content
@@ -100,7 +102,7 @@ async def test_client_body_cannot_redirect_or_override_credentials(
 
 
 async def test_no_key_anywhere_is_401_not_the_proxys_environment_key(
-        make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, litellm_calls: list[dict[str, Any]]) -> None:
     monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-operator-environment-key")
     server = await make_proxy(litellm_settings(fake_upstream.url, tmp_path / "s.db"))
@@ -113,7 +115,7 @@ async def test_no_key_anywhere_is_401_not_the_proxys_environment_key(
     assert fake_upstream.requests == [] and litellm_calls == []
 
 
-async def test_client_key_is_used_for_an_unkeyed_entry(client: Any,
+async def test_client_key_is_used_for_an_unkeyed_entry(client: openai.AsyncOpenAI,
                                                        fake_upstream: FakeUpstream) -> None:
     await client.chat.completions.create(model="ds-open", messages=[USER])
     assert fake_upstream.requests[-1].headers["Authorization"] == f"Bearer {TEST_API_KEY}"
@@ -121,10 +123,10 @@ async def test_client_key_is_used_for_an_unkeyed_entry(client: Any,
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_server_upstream_timeout_applies_unless_the_entry_sets_one(
-        client: Any, litellm_calls: list[dict[str, Any]], stream: bool) -> None:
+        client: openai.AsyncOpenAI, litellm_calls: list[dict[str, Any]], stream: bool) -> None:
     for model in ("ds-keyed", "ds-own-timeout"):
         reply = await client.chat.completions.create(model=model, messages=[USER], stream=stream)
-        if stream:
+        if isinstance(reply, openai.AsyncStream):  # stream=True
             _ = [c async for c in reply]
     default, own = litellm_calls[-2:]
     assert (default["timeout"], default["stream_timeout"]) == (TIMEOUT_S, TIMEOUT_S)

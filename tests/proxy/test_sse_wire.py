@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.conftest import TEST_API_KEY, proxy_settings_for
+from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
 from tests.proxy.raw_upstream import RawUpstream, chunk_json
 
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "raw"}], "stream": True}
@@ -22,7 +22,7 @@ RawProxy = Callable[..., Awaitable[tuple[RawUpstream, Any]]]
 
 
 @pytest.fixture
-async def raw_proxy(make_proxy: Any, tmp_path: Path) -> AsyncIterator[RawProxy]:
+async def raw_proxy(make_proxy: ProxyFactory, tmp_path: Path) -> AsyncIterator[RawProxy]:
     """`await raw_proxy(chunks, gate_at=None)` -> (raw upstream, proxy server routed to it)."""
     started: list[RawUpstream] = []
 

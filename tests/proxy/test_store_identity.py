@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openai import AsyncOpenAI
 
 from config.settings import StoreSettings
 from store.store import Store
@@ -27,7 +28,7 @@ def stored(tmp_path: Path) -> tuple[list[Any], Any]:
 
 
 @pytest.mark.parametrize("with_header", [False, True])
-async def test_ten_turns_of_full_resends_store_once(openai_client: Any, fake_upstream: FakeUpstream,
+async def test_ten_turns_of_full_resends_store_once(openai_client: AsyncOpenAI, fake_upstream: FakeUpstream,
                                                     tmp_path: Path, with_header: bool) -> None:
     history: list[Any] = [SYSTEM]
     headers = {"X-Conversation-Id": "conv-42"} if with_header else {}

@@ -15,10 +15,11 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.test_utils import TestServer
 
 from compaction.types import ChatTurn, PreparedRequest
 from config.errors import StoreError
-from tests.conftest import TEST_API_KEY, proxy_settings_for
+from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import FakeUpstream, Reply
 from tests.proxy.passthrough_engine import PassthroughEngine
 from tests.proxy.raw_upstream import RawUpstream, chunk_json
@@ -51,7 +52,7 @@ def sse(obj: Any, event: str | None = None) -> bytes:
     return (f"event: {event}\n".encode() if event else b"") + b"data: " + data + b"\n\n"
 
 
-async def post_stream(server: Any) -> bytes:
+async def post_stream(server: TestServer) -> bytes:
     async with aiohttp.ClientSession() as http, http.post(
             server.make_url("/v1/chat/completions"), json=BODY, headers=HEADERS) as resp:
         assert resp.status == 200
@@ -59,7 +60,7 @@ async def post_stream(server: Any) -> bytes:
 
 
 async def test_store_failure_after_the_stream_started_keeps_the_stream_intact(
-        make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
     logs = io.StringIO()
     server = await make_proxy(engine_factory=lambda store, *_: StoreFailingEngine(store), log_stream=logs)
     fake_upstream.queue(Reply(text="hello there"))
@@ -75,7 +76,7 @@ async def test_store_failure_after_the_stream_started_keeps_the_stream_intact(
     ({"index": "first", "id": "call_1", "type": "function", "function": {"name": "f"}}, False),
     ({"index": 0, "id": "call_1", "type": "function", "function": ["not", "an", "object"]}, False),
 ])
-async def test_malformed_deltas_never_break_the_stream(make_proxy: Any, tmp_path: Path,
+async def test_malformed_deltas_never_break_the_stream(make_proxy: ProxyFactory, tmp_path: Path,
                                                        tool_call: dict[str, Any], stored: bool) -> None:
     chunks = [sse(chunk_json({"role": "assistant", "content": None, "tool_calls": [tool_call]})),
               sse(chunk_json({}, "tool_calls")), sse(b"[DONE]")]
@@ -99,7 +100,7 @@ async def test_malformed_deltas_never_break_the_stream(make_proxy: Any, tmp_path
         assert replies == []
 
 
-async def test_non_json_error_event_is_not_stored_as_a_complete_reply(make_proxy: Any,
+async def test_non_json_error_event_is_not_stored_as_a_complete_reply(make_proxy: ProxyFactory,
                                                                       tmp_path: Path) -> None:
     chunks = [sse(chunk_json({"role": "assistant", "content": "partial"})),
               sse(b"upstream overloaded", event="error"), sse(b"[DONE]")]
@@ -122,7 +123,7 @@ async def test_non_json_error_event_is_not_stored_as_a_complete_reply(make_proxy
     assert log_lines(logs, "stream_broken")
 
 
-async def test_client_disconnect_is_logged_and_closes_the_upstream(make_proxy: Any,
+async def test_client_disconnect_is_logged_and_closes_the_upstream(make_proxy: ProxyFactory,
                                                                    fake_upstream: FakeUpstream) -> None:
     logs = io.StringIO()
     server = await make_proxy(log_stream=logs)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import aiohttp
+from aiohttp.test_utils import TestServer
 
 from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import FakeUpstream, Reply
@@ -23,7 +23,7 @@ async def read_event(resp: aiohttp.ClientResponse) -> bytes:
         lines.append(line)
 
 
-async def test_first_chunk_delivered_before_second_is_produced(proxy_server: Any,
+async def test_first_chunk_delivered_before_second_is_produced(proxy_server: TestServer,
                                                                fake_upstream: FakeUpstream) -> None:
     gate = asyncio.Event()  # the fake upstream sends chunk 2 only after the client has chunk 1
     fake_upstream.queue(Reply(text="hello world", gate=gate))
@@ -38,7 +38,8 @@ async def test_first_chunk_delivered_before_second_is_produced(proxy_server: Any
     assert b"hell" in rest and rest.rstrip().endswith(b"data: [DONE]")
 
 
-async def test_client_disconnect_cancels_upstream(proxy_server: Any, fake_upstream: FakeUpstream) -> None:
+async def test_client_disconnect_cancels_upstream(proxy_server: TestServer,
+                                                  fake_upstream: FakeUpstream) -> None:
     never = asyncio.Event()  # the upstream would wait forever before chunk 2
     fake_upstream.queue(Reply(text="a b c d", gate=never))
     async with aiohttp.ClientSession() as http:

@@ -14,6 +14,7 @@ from typing import Any
 
 import openai
 import pytest
+from aiohttp.test_utils import TestServer
 from openai.types.chat import ChatCompletion
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
@@ -27,7 +28,7 @@ from config.settings import (
     SummarizerSettings,
 )
 from proxy import appkeys
-from tests.conftest import TEST_API_KEY
+from tests.conftest import TEST_API_KEY, ProxyFactory
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply, tool_call
 from tests.recall.recall_data import FACT
 from tests.sdk_params import sdk_messages, sdk_tools
@@ -92,16 +93,17 @@ def recalling_model(body: JSON) -> Reply:
     return Reply(text="I cannot look that up.")
 
 
-async def start(make_proxy: Any, fake: FakeUpstream, tmp_path: Path, recall_enabled: bool = True) -> Any:
+async def start(make_proxy: ProxyFactory, fake: FakeUpstream, tmp_path: Path,
+                recall_enabled: bool = True) -> TestServer:
     fake.responder = recalling_model
     return await make_proxy(settings(fake.url, tmp_path, recall_enabled))
 
 
-def client(server: Any) -> openai.AsyncOpenAI:
+def client(server: TestServer) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY, max_retries=0)
 
 
-async def ask(server: Any, stream: bool, **extra: Any) -> tuple[str, str, list[Any], Any]:
+async def ask(server: TestServer, stream: bool, **extra: Any) -> tuple[str, str, list[Any], Any]:
     """(conversation id, content, tool calls seen by the client, finish reason)."""
     sdk = client(server)
     raw = await sdk.chat.completions.with_raw_response.create(
@@ -130,7 +132,8 @@ def tool_names(body: JSON) -> list[str]:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-async def test_model_recalls_a_compacted_fact(make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
+async def test_model_recalls_a_compacted_fact(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
+                                              tmp_path: Path,
                                               stream: bool) -> None:
     server = await start(make_proxy, fake_upstream, tmp_path)
     cid, content, calls, finish = await ask(server, stream)
@@ -162,7 +165,7 @@ async def test_model_recalls_a_compacted_fact(make_proxy: Any, fake_upstream: Fa
     assert not any(SEARCH in s.content or '"hits"' in s.content for s in tenant.summaries(cid))
 
 
-async def test_usage_is_summed_over_rounds(make_proxy: Any, fake_upstream: FakeUpstream,
+async def test_usage_is_summed_over_rounds(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
                                            tmp_path: Path) -> None:
     server = await start(make_proxy, fake_upstream, tmp_path)
     reply = await client(server).chat.completions.create(model="gpt-4o-mini",
@@ -172,7 +175,8 @@ async def test_usage_is_summed_over_rounds(make_proxy: Any, fake_upstream: FakeU
                                                for m in fake_upstream.requests[0].body["messages"])
 
 
-async def test_client_tool_calls_pass_through_mixed_rounds(make_proxy: Any, fake_upstream: FakeUpstream,
+async def test_client_tool_calls_pass_through_mixed_rounds(make_proxy: ProxyFactory,
+                                                           fake_upstream: FakeUpstream,
                                                            tmp_path: Path) -> None:
     server = await start(make_proxy, fake_upstream, tmp_path)
     fake_upstream.responder = lambda body: Reply(text=None, tool_calls=[
@@ -188,7 +192,7 @@ async def test_client_tool_calls_pass_through_mixed_rounds(make_proxy: Any, fake
     assert len(fake_upstream.requests) == 2  # no recall round ran
 
 
-async def test_upstream_error_in_a_later_round(make_proxy: Any, fake_upstream: FakeUpstream,
+async def test_upstream_error_in_a_later_round(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
                                               tmp_path: Path) -> None:
     server = await start(make_proxy, fake_upstream, tmp_path)
     failing = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": "busy"}}
@@ -205,7 +209,8 @@ async def test_upstream_error_in_a_later_round(make_proxy: Any, fake_upstream: F
         await ask(server, stream=True)
 
 
-async def test_no_summary_no_tools(make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
+async def test_no_summary_no_tools(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
+                                   tmp_path: Path) -> None:
     server = await start(make_proxy, fake_upstream, tmp_path)
     short = [{"role": "user", "content": FACT}, {"role": "user", "content": "What was the order?"}]
     for stream in (False, True):
@@ -219,7 +224,8 @@ async def test_no_summary_no_tools(make_proxy: Any, fake_upstream: FakeUpstream,
         assert SEARCH not in json.dumps(request.body) and EXPAND not in json.dumps(request.body)
 
 
-async def test_recall_switched_off(make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
+async def test_recall_switched_off(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
+                                   tmp_path: Path) -> None:
     server = await start(make_proxy, fake_upstream, tmp_path, recall_enabled=False)
     for stream in (False, True):
         _, content, calls, _ = await ask(server, stream)
@@ -233,7 +239,8 @@ async def test_recall_switched_off(make_proxy: Any, fake_upstream: FakeUpstream,
         assert "to see the original messages" not in json.dumps(body)  # the retrieval hint
 
 
-async def test_rounds_are_bounded(make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
+async def test_rounds_are_bounded(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
+                                  tmp_path: Path) -> None:
     base = settings("", tmp_path)
     fake_upstream.responder = lambda body: (
         Reply(text=None, tool_calls=[tool_call(f"c{len(body['messages'])}", SEARCH, {"pattern": "kayak"})])

@@ -19,7 +19,7 @@ from compaction import recall
 from compaction.prompts import EXPAND_LINE_PREFIX
 from config.settings import RecallSettings
 from proxy import appkeys
-from tests.conftest import TEST_API_KEY
+from tests.conftest import TEST_API_KEY, ProxyFactory
 from tests.fakes.upstream import FakeUpstream, Reply
 from tests.recall.test_end_to_end import (
     CLIENT_TOOL,
@@ -44,7 +44,7 @@ CASES: dict[str, tuple[bool, JSON, list[JSON]]] = {  # recall enabled, extra bod
 }
 
 
-async def forwarded(make_proxy: Any, fake: FakeUpstream, tmp_path: Path, recall_enabled: bool,
+async def forwarded(make_proxy: ProxyFactory, fake: FakeUpstream, tmp_path: Path, recall_enabled: bool,
                     extra: JSON, tools: list[JSON]) -> tuple[list[JSON], Any]:
     """The bodies the upstream got for one compacted turn, and the running proxy."""
     fake.responder = lambda body: Reply(text="ok")
@@ -59,7 +59,7 @@ def summaries_in(body: JSON) -> list[str]:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-async def test_no_tools_no_hints(make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path,
+async def test_no_tools_no_hints(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: Path,
                                  case: str) -> None:
     enabled, extra, tools = CASES[case]
     bodies, _ = await forwarded(make_proxy, fake_upstream, tmp_path, enabled, extra, tools)
@@ -73,7 +73,7 @@ async def test_no_tools_no_hints(make_proxy: Any, fake_upstream: FakeUpstream, t
     assert EXPAND not in messages and HINT not in messages and EXPAND_LINE_PREFIX not in messages
 
 
-async def test_offered_tools_come_with_hints(make_proxy: Any, fake_upstream: FakeUpstream,
+async def test_offered_tools_come_with_hints(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
                                              tmp_path: Path) -> None:
     bodies, server = await forwarded(make_proxy, fake_upstream, tmp_path, True, {}, [CLIENT_TOOL])
     body = bodies[0]
@@ -82,7 +82,7 @@ async def test_offered_tools_come_with_hints(make_proxy: Any, fake_upstream: Fak
     assert rendered and all(HINT in s and EXPAND in s and EXPAND_LINE_PREFIX in s for s in rendered)
 
 
-async def test_stored_summary_keeps_its_expand_line(make_proxy: Any, fake_upstream: FakeUpstream,
+async def test_stored_summary_keeps_its_expand_line(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
                                                     tmp_path: Path) -> None:
     """Stripping happens at render time only: the inspector still shows the structured summary."""
     _, server = await forwarded(make_proxy, fake_upstream, tmp_path, False, {}, [CLIENT_TOOL])

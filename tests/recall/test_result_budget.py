@@ -16,7 +16,7 @@ from compaction.recall_budget import MIN_RESULT_TOKENS, ResultBudget
 from compaction.tokens import TokenCounter
 from config.settings import RecallSettings
 from proxy import appkeys
-from tests.conftest import TEST_API_KEY
+from tests.conftest import TEST_API_KEY, ProxyFactory
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
 from tests.recall.test_end_to_end import EXPAND, SEARCH, client, long_history, settings
 from tests.sdk_params import sdk_messages
@@ -74,7 +74,7 @@ def request_tokens(body: JSON) -> int:
 
 
 async def test_expanding_a_huge_message_keeps_the_reask_within_budget(
-        make_proxy: Any, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     fake_upstream.responder = expanding_model
     server = await make_proxy(settings(fake_upstream.url, tmp_path))
     history = long_history()
