@@ -7,15 +7,19 @@ STAMP  := $(VENV)/.installed
 # inside litellm (our pinned 1.110.2 needs litellm-proxy, which is not on PyPI). Never 1.82.7/1.82.8.
 LLP_VENV  ?= .venv-litellm-proxy
 LLP_STAMP := $(LLP_VENV)/.installed
+# Wheels of every pinned dependency (plus the build backend): the packaging test installs the built
+# wheel into a fresh venv from here, offline.
+WHEELHOUSE := .wheelhouse
+WH_STAMP   := $(WHEELHOUSE)/.built
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install serve test lint typecheck eval bench bench-deps browser clean
+.PHONY: install serve test lint typecheck eval bench bench-deps browser wheelhouse clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,charts]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,8 +27,23 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/ctxproxy serve $(if $(CONFIG),--config $(CONFIG)) --host $${HOST:-127.0.0.1} --port $${PORT:-8080}
 
-test: $(STAMP)
+test: $(STAMP) $(WH_STAMP)
 	$(BIN)/python -m pytest -q
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# The /ui test in a real headless Chromium (Debian's package; skipped where it is not installed).
+browser: $(STAMP)
+	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(BIN)/python -m pytest -q tests/inspect/test_ui_browser.py
+
+$(WH_STAMP): $(STAMP) pyproject.toml constraints.txt
+	$(BIN)/pip wheel --quiet -c constraints.txt -w $(WHEELHOUSE) 'setuptools==84.2.1' 'wheel==0.48.0' .
+	rm -f $(WHEELHOUSE)/ctxproxy-*.whl
+	touch $(WH_STAMP)
+
+wheelhouse: $(STAMP) $(WH_STAMP)
 
 # mypy --strict over the packages, tests/ and bench/ ([tool.mypy] in pyproject.toml lists them).
 lint: $(STAMP)
@@ -46,4 +65,4 @@ $(LLP_STAMP):
 bench-deps: $(LLP_STAMP)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(WHEELHOUSE) build *.egg-info

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import structlog
 
 from compaction.types import ChatTurn
 from config.errors import InvalidRequestError
 from config.settings import FALLBACK_CONTEXT_WINDOW, CompactionSettings, Settings
+from store.models import SummaryKind
 
 log = structlog.get_logger(__name__)
 
@@ -26,7 +28,7 @@ LEAF_TARGET_DIVISOR = 8
 CONDENSED_TARGET_DIVISOR = 5
 MIN_SUMMARY_TARGET = 32
 
-WindowSource = str  # "model_entry" | "config" | "provider_metadata" | "fallback" | "turn"
+WindowSource = Literal["model_entry", "config", "provider_metadata", "fallback", "turn"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class Budget:
     def anchor_max(self) -> int:
         return self.total * self.anchor_max_percent // 100
 
-    def summary_target(self, settings: CompactionSettings, tier: str, input_tokens: int) -> int:
+    def summary_target(self, settings: CompactionSettings, tier: SummaryKind, input_tokens: int) -> int:
         """Tokens asked of a `tier` summary of `input_tokens`: the configured size scaled to the
         window and at most half the input, so a committed summary really shrinks the context."""
         configured, divisor = ((settings.leaf_target_tokens, LEAF_TARGET_DIVISOR) if tier == "leaf"

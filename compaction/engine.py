@@ -25,6 +25,7 @@ from compaction.budget import Budget
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.observer import CompactionObserver, NullObserver, ObservedSummarizer
 from compaction.passes import PassContext, Trigger
+from compaction.types import PassMode
 from compaction.planner import Plan
 from compaction.summarizers import CircuitBreaker
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
@@ -32,10 +33,10 @@ from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, PreparedRequest, Summarizer, SummarizerChoice
 from compaction.view_plan import RequestContext, measure_stored, plan_for
 from compaction.workview import WorkingView
-from config.errors import InvalidRequestError, StoreError, SummarizerError
+from config.errors import StoreError, SummarizerError
 from config.settings import LOCAL_EXTRACTIVE, Settings
+from store.interface import StoreBackend
 from store.models import CompactionEvent, ForwardedRecord, StoredMessage
-from store.store import Store
 
 log = structlog.get_logger(__name__)
 TRUNCATION_MODEL = "local/truncation"  # provenance name of deterministic last-resort truncation
@@ -58,7 +59,7 @@ class Engine:
     turns them into log lines and metrics); by default nobody listens.
     """
 
-    def __init__(self, store: Store, settings: Settings, summarizer_for: SummarizerFor, *,
+    def __init__(self, store: StoreBackend, settings: Settings, summarizer_for: SummarizerFor, *,
                  background: BackgroundCompactor | None = None,
                  observer: CompactionObserver | None = None) -> None:
         self.store = store
@@ -103,12 +104,9 @@ class Engine:
             self.background.schedule(cid, lambda: self._threshold_step(turn, cid))
         return due
 
-    async def compact(self, tenant_id: str, conversation_id: str, trigger: Trigger = "manual",
-                      *, turn: ChatTurn | None = None) -> list[CompactionEvent]:
-        """Run one compaction step now (operators); `turn` supplies model and summariser."""
-        if turn is None:
-            raise InvalidRequestError("compact() needs a ChatTurn to pick the model and summariser",
-                                      param="turn")
+    async def compact(self, turn: ChatTurn, conversation_id: str,
+                      trigger: Trigger = "manual") -> list[CompactionEvent]:
+        """Run one compaction step now (operators): `turn` names the tenant, model and summariser."""
         return await self._step(turn, conversation_id, trigger)
 
     async def aclose(self) -> None:
@@ -221,7 +219,7 @@ class Engine:
             wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
                                count=counter.count_message, messages=stored)
             limit = budget.target if trigger != "manual" else 0
-            modes = ("normal", "hard") if trigger == "threshold" else ("normal",)
+            modes: tuple[PassMode, ...] = ("normal", "hard") if trigger == "threshold" else ("normal",)
             _, events = await passes.compact_until(pctx, wv, limit, modes=modes)
         failed = [e for e in events if e.outcome == "failed"]
         if failed:

@@ -18,9 +18,10 @@ from compaction.prompts import PROMPT_VERSION, build_request
 from compaction.redact import redact
 from compaction.tokens import TokenCounter
 from compaction.truncate import prefix_within
-from compaction.types import Summarizer, SummaryRequest
+from compaction.types import LevelRejection, PromptLevel, Summarizer, SummaryRequest
 from compaction.verify import verify_summary
 from config.settings import LOCAL_EXTRACTIVE
+from store.models import SummaryKind, SummaryLevel, Verification
 
 LOCAL_TRUNCATION = "local/truncation"
 MAX_TARGET_RATIO = 1.5  # an LLM summary above 1.5x the asked size is rejected
@@ -31,10 +32,10 @@ _BLOCK_HEADER = re.compile(r"(?m)^\[(?:#(\d+) \w+|(sum_\w+) summary[^\]]*)\]$")
 class LevelAttempt:
     """What one escalation level did: accepted, or why it was rejected."""
 
-    level: str
+    level: SummaryLevel
     model: str
     accepted: bool
-    reason: str | None = None  # error | timeout | empty | not_shorter | too_long | unverified
+    reason: LevelRejection | None = None
     error: str | None = None
     tokens: int = 0
     rejected_facts: tuple[str, ...] = ()
@@ -44,8 +45,8 @@ class LevelAttempt:
 @dataclass(frozen=True)
 class EscalationOutcome:
     text: str  # redacted, committed-ready
-    level: str  # normal | aggressive | extractive | truncation
-    verification: str  # passed | failed | not_run (truncation is verbatim by construction)
+    level: SummaryLevel
+    verification: Verification  # not_run: truncation is verbatim by construction
     rejected_facts: tuple[str, ...]  # facts rejected at any level, for the event log
     attempts: tuple[LevelAttempt, ...]
     model: str  # what wrote the committed text
@@ -59,13 +60,13 @@ class EscalationOutcome:
         return self.failure is None and bool(self.text.strip())
 
 
-async def summarize_with_escalation(summarizer: Summarizer, *, kind: str, sources_text: str,
+async def summarize_with_escalation(summarizer: Summarizer, *, kind: SummaryKind, sources_text: str,
                                     anchors_text: str, target_tokens: int, counter: TokenCounter,
                                     input_tokens: int, timeout_s: float | None = None
                                     ) -> EscalationOutcome:
     """Summarise `sources_text`, escalating until a level's output is acceptable."""
     extractive = summarizer.name == LOCAL_EXTRACTIVE
-    levels = ("normal",) if extractive else ("normal", "aggressive")
+    levels: tuple[PromptLevel, ...] = ("normal",) if extractive else ("normal", "aggressive")
     attempts: list[LevelAttempt] = []
     for level in levels:
         request = build_request(kind, level, sources_text, anchors_text, target_tokens)
@@ -103,7 +104,8 @@ def report_unusable(summarizer: object) -> None:
             return
 
 
-def _outcome(text: str, level: str, verification: str, attempts: list[LevelAttempt], model: str,
+def _outcome(text: str, level: SummaryLevel, verification: Verification, attempts: list[LevelAttempt],
+             model: str,
              counter: TokenCounter) -> EscalationOutcome:
     rejected = tuple(sorted({f for a in attempts for f in a.rejected_facts}))
     return EscalationOutcome(text=text, level=level, verification=verification, rejected_facts=rejected,
@@ -111,7 +113,7 @@ def _outcome(text: str, level: str, verification: str, attempts: list[LevelAttem
                              token_count=counter.count_text(text))
 
 
-async def _attempt(summarizer: Summarizer, *, request_level: str, request: SummaryRequest,
+async def _attempt(summarizer: Summarizer, *, request_level: PromptLevel, request: SummaryRequest,
                    timeout_s: float | None) -> tuple[str | None, LevelAttempt]:
     """Call the summariser once; a failure becomes a rejected attempt."""
     started = time.perf_counter()

@@ -1,7 +1,7 @@
 """One compaction pass (leaf or condensed) and the compact-until loop (seed 000 tiers and recovery).
 
 A pass = anchors extracted from the leaf sources, one escalated summariser call, then in one store
-transaction (`TenantStore.commit_pass`) the anchors, the summary, a new view version and the
+transaction (`TenantAccess.commit_pass`) the anchors, the summary, a new view version and the
 committed CompactionEvent; a failure anywhere writes only a `failed` event. A summary
 whose rendered message is not smaller than the entries it would replace is never committed: the
 pass is recorded as `skipped` and the loop tries the next candidate.
@@ -23,10 +23,11 @@ from compaction.prompts import build_source_text
 from compaction.redact import redact
 from compaction.selection import Entry
 from compaction.tokens import TokenCounter
-from compaction.types import SummarizerChoice
+from compaction.types import PassMode, SummarizerChoice
 from compaction.workview import RenderSummary, WorkingView, snapshot_anchor_ids, summary_entry
 from config.errors import SummarizerError
 from config.settings import CompactionSettings
+from store.interface import TenantAccess
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -36,7 +37,6 @@ from store.models import (
     SummaryDraft,
     SummaryRecord,
 )
-from store.store import TenantStore
 
 Trigger = Literal["threshold", "hard_budget", "manual"]
 ANCHOR_TEXT_MAX = 100_000  # anchors handed to the verifier are not budget-bound
@@ -48,7 +48,7 @@ _PLACEHOLDER_ID = "sum_" + "0" * 12
 
 @dataclass(frozen=True)
 class PassContext:
-    tenant: TenantStore
+    tenant: TenantAccess
     choice: SummarizerChoice
     counter: TokenCounter
     settings: CompactionSettings
@@ -77,7 +77,7 @@ class Candidate:
     chunk: tuple[int, ...]
 
 
-def choose(wv: WorkingView, s: CompactionSettings, tail_max: int, *, mode: str,
+def choose(wv: WorkingView, s: CompactionSettings, tail_max: int, *, mode: PassMode,
            skip: frozenset[tuple[str, ...]] = frozenset()) -> Candidate | None:
     """Next chunk: condensed when a full-fanout run exists, else leaf, else (hard modes, or after a
     skipped pass) relaxed condensed. Chunks in `skip` (their entry refs) were tried and skipped."""
@@ -104,7 +104,7 @@ def chunk_refs(wv: WorkingView, chunk: Sequence[int]) -> tuple[str, ...]:
 
 
 async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *,
-                        modes: tuple[str, ...]) -> tuple[WorkingView, list[CompactionEvent]]:
+                        modes: tuple[PassMode, ...]) -> tuple[WorkingView, list[CompactionEvent]]:
     """Passes until `ctx.measure(wv) <= limit`, no candidate, no progress or the iteration cap."""
     events: list[CompactionEvent] = []
     skip: set[tuple[str, ...]] = set()

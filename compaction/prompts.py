@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from compaction.redact import redact
-from compaction.types import SummaryRequest
+from compaction.types import PromptLevel, SummaryRequest
 from store.content import message_text
-from store.models import StoredMessage, SummaryRecord
+from store.models import StoredMessage, SummaryKind, SummaryRecord
 
 PROMPT_VERSION = "2026-11-30.1"
 SECTIONS = ("Intent", "Decisions", "Files and artifacts", "Errors and fixes",
@@ -49,7 +49,7 @@ _KIND_INTRO = {
 }
 
 
-def system_prompt(kind: str, level: str) -> str:
+def system_prompt(kind: SummaryKind, level: PromptLevel) -> str:
     """The summariser's system prompt for a tier (leaf/condensed) and escalation level."""
     return "\n\n".join([
         "You compact conversation history for a proxy that keeps the full history elsewhere.",
@@ -62,7 +62,7 @@ def user_prompt(sources_text: str, anchors_text: str, target_tokens: int) -> str
             f"Write at most about {target_tokens} tokens.")
 
 
-def build_request(kind: str, level: str, sources_text: str, anchors_text: str,
+def build_request(kind: SummaryKind, level: PromptLevel, sources_text: str, anchors_text: str,
                   target_tokens: int) -> SummaryRequest:
     """A complete SummaryRequest for one escalation level."""
     return SummaryRequest(system_prompt=system_prompt(kind, level),

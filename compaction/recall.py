@@ -13,8 +13,8 @@ from typing import Any
 from compaction.types import PreparedRequest
 from config.errors import CtxProxyError, InvalidRequestError
 from config.settings import RecallSettings
+from store.interface import TenantAccess
 from store.models import SearchQuery
-from store.store import TenantStore
 
 MAX_EXPAND_IDS = 20
 
@@ -74,7 +74,7 @@ def should_offer(prepared: PreparedRequest, settings: RecallSettings) -> bool:
             and (bool(prepared.summary_ids) or prepared.forced_truncation))
 
 
-async def execute(tenant: TenantStore, conversation_id: str, name: str, arguments_json: str,
+async def execute(tenant: TenantAccess, conversation_id: str, name: str, arguments_json: str,
                   settings: RecallSettings) -> str:
     """Answer one recall tool call with a JSON string."""
     try:
@@ -92,7 +92,7 @@ async def execute(tenant: TenantStore, conversation_id: str, name: str, argument
         return _error(exc.message)
 
 
-def _search(tenant: TenantStore, cid: str, args: dict[str, Any], settings: RecallSettings) -> str:
+def _search(tenant: TenantAccess, cid: str, args: dict[str, Any], settings: RecallSettings) -> str:
     pattern = args.get("pattern")
     if not isinstance(pattern, str) or not pattern.strip():
         raise InvalidRequestError("pattern: a non-empty string is required", param="pattern")
@@ -108,7 +108,7 @@ def _search(tenant: TenantStore, cid: str, args: dict[str, Any], settings: Recal
                       ensure_ascii=False)
 
 
-def _expand(tenant: TenantStore, args: dict[str, Any]) -> str:
+def _expand(tenant: TenantAccess, args: dict[str, Any]) -> str:
     ids = args.get("ids")
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str | int) for i in ids):
         raise InvalidRequestError("ids: a non-empty list of id strings is required", param="ids")

@@ -19,7 +19,7 @@ from compaction import llm
 from compaction.prompts import EXPAND_LINE_PREFIX, SECTIONS
 from compaction.redact import redact
 from compaction.tokens import TokenCounter
-from compaction.types import Summarizer, SummaryRequest
+from compaction.types import CircuitState, Summarizer, SummaryRequest
 from config.errors import SummarizerError
 from config.settings import LOCAL_EXTRACTIVE
 
@@ -205,7 +205,7 @@ class CircuitBreaker:
         return self.inner.name
 
     @property
-    def state(self) -> str:
+    def state(self) -> CircuitState:
         """closed | open | half_open (for metrics)."""
         if self._opened_at is None:
             return "closed"

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from config.settings import CompactionSettings, LiteLLMParams
 from store.models import CompactionEvent
+
+PromptLevel = Literal["normal", "aggressive"]  # the two summariser prompts (seed 000 escalation)
+CircuitState = Literal["closed", "half_open", "open"]
+PassMode = Literal["normal", "hard", "unprotected"]  # how much of the fresh tail a pass may touch
+LevelRejection = Literal["error", "timeout", "empty", "not_shorter", "too_long", "unverified"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ class SummaryRequest:
     user_prompt: str
     target_tokens: int
     prompt_version: str
-    level: str  # normal | aggressive
+    level: PromptLevel
 
 
 class Summarizer(Protocol):

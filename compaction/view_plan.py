@@ -17,8 +17,8 @@ from compaction.toolpairs import SYSTEM_ROLES
 from compaction.types import ChatTurn
 from compaction.workview import WorkingView
 from config.settings import RecallSettings
+from store.interface import TenantAccess
 from store.models import IngestResult, SummaryRecord
-from store.store import TenantStore
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class RequestContext:
     ingest: IngestResult
     counter: TokenCounter
     budget: Budget
-    tenant: TenantStore
+    tenant: TenantAccess
     recall: RecallSettings
     client_tools_tokens: int
     body: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -87,7 +87,7 @@ def plan_for(ctx: RequestContext, wv: WorkingView) -> Plan:
                       request_length=len(ctx.messages))
 
 
-def anchor_block_for(tenant: TenantStore, cid: str, wv: WorkingView, budget: Budget,
+def anchor_block_for(tenant: TenantAccess, cid: str, wv: WorkingView, budget: Budget,
                      counter: TokenCounter) -> dict[str, Any] | None:
     """The anchor block of the view's snapshot (stable between steps); None before any step."""
     if not wv.anchor_ids:
@@ -97,7 +97,7 @@ def anchor_block_for(tenant: TenantStore, cid: str, wv: WorkingView, budget: Bud
     return render_anchor_block(anchors, max_tokens=budget.anchor_max, counter=counter)
 
 
-def measure_stored(wv: WorkingView, budget: Budget, counter: TokenCounter, tenant: TenantStore) -> int:
+def measure_stored(wv: WorkingView, budget: Budget, counter: TokenCounter, tenant: TenantAccess) -> int:
     """Input tokens a request for the stored conversation would take (background: no request body)."""
     block = anchor_block_for(tenant, wv.conversation_id, wv, budget, counter)
     anchors = counter.count_message(block) if block else 0

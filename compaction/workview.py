@@ -13,8 +13,8 @@ from typing import Any
 from compaction.planner import raw_entries
 from compaction.selection import Entry
 from compaction.toolpairs import SYSTEM_ROLES
+from store.interface import TenantAccess
 from store.models import Anchor, ContextView, StoredMessage, SummaryRecord, ViewItem
-from store.store import TenantStore
 
 RenderSummary = Callable[[SummaryRecord], dict[str, Any]]
 CountMessage = Callable[[dict[str, Any]], int]
@@ -37,7 +37,7 @@ class WorkingView:
         return tuple(ViewItem(e.kind, e.ref) for e in self.entries)
 
 
-def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
+def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
          render: RenderSummary, count: CountMessage,
          messages: Sequence[StoredMessage] | None = None) -> WorkingView:
     """The working view up to `last_seq` (None: every stored message).
@@ -68,7 +68,7 @@ def load(tenant: TenantStore, conversation_id: str, *, last_seq: int | None,
                        view.anchor_ids if view else (), latest_version)
 
 
-def _within(tenant: TenantStore, view: ContextView, summaries: dict[str, SummaryRecord],
+def _within(tenant: TenantAccess, view: ContextView, summaries: dict[str, SummaryRecord],
             by_seq: dict[int, StoredMessage], top: int) -> ContextView | None:
     """The part of `view` a shorter request (a regenerated reply) still covers, in memory only.
 

@@ -96,7 +96,7 @@ class UpstreamTimeoutError(UpstreamError):
     default_code = "upstream_timeout"
 
 
-class UpstreamHTTPError(CtxProxyError):
+class UpstreamHTTPError(UpstreamError):
     """A well-formed error answered by the provider, passed through with its own status and body."""
 
     error_type = "upstream_error"

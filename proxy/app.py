@@ -13,27 +13,33 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from structlog.typing import FilteringBoundLogger
 
 from config.errors import CtxProxyError
 from config.settings import Settings
 from proxy import appkeys
+from proxy.appkeys import EngineAPI
 from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
-from proxy.observability.metrics import Metrics, file_size_reader
+from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
 from proxy.server import chat, meta
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
 from proxy.upstream.openai import OpenAIUpstream, UpstreamRouter
+from store.factory import open_store
+from store.interface import StoreBackend
 
-EngineFactory = Callable[[Any, Settings, Metrics, Any], Any]  # (store, settings, metrics, logger)
+# (store, settings, metrics, logger) -> the engine the handlers call; tests pass their own.
+EngineFactory = Callable[[StoreBackend, Settings, Metrics, FilteringBoundLogger], EngineAPI]
 CONNECTOR_LIMIT = 512  # concurrent upstream connections (streams hold one each)
 KEEPALIVE_S = 60.0
 CHECKPOINT_INTERVAL_S = 5.0  # WAL folded into the database file off the request path
 
 
-def default_engine(store: Any, settings: Settings, metrics: Metrics, logger: Any) -> Any:
+def default_engine(store: StoreBackend, settings: Settings, metrics: Metrics,
+                   logger: FilteringBoundLogger) -> EngineAPI:
     """compaction.engine.Engine with the configured summariser choice, observed (logs + metrics)."""
     from compaction.engine import Engine
     from proxy.observability.observer import ProxyObserver
@@ -72,17 +78,20 @@ def _add_routes(app: web.Application) -> None:
 def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         app[appkeys.LOGGER] = make_logger(settings.server.log_level, settings.server.log_format, stream)
-        app[appkeys.METRICS] = Metrics(store_size=file_size_reader(settings.store.path))
+        app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)))
         app[appkeys.WINDOWS] = WindowResolver(settings)
         yield
 
     return ctx
 
 
-async def _store(app: web.Application) -> AsyncIterator[None]:
-    from store.store import Store
+def _store_size(app: web.Application) -> int:
+    store = app.get(appkeys.STORE)
+    return store.size_bytes() if store is not None else 0
 
-    store = Store.open(app[appkeys.SETTINGS].store, autocheckpoint=False)
+
+async def _store(app: web.Application) -> AsyncIterator[None]:
+    store = open_store(app[appkeys.SETTINGS].store, autocheckpoint=False)
     app[appkeys.STORE] = store
     checkpoints = asyncio.create_task(_checkpoint_periodically(store, app[appkeys.LOGGER]))
     try:
@@ -95,7 +104,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
         store.close()
 
 
-async def _checkpoint_periodically(store: Any, logger: Any) -> None:
+async def _checkpoint_periodically(store: StoreBackend, logger: FilteringBoundLogger) -> None:
     """WAL checkpoints in a worker thread, so no request's commit pays for syncing the file."""
     while True:
         await asyncio.sleep(CHECKPOINT_INTERVAL_S)

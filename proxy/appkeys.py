@@ -1,7 +1,7 @@
 """Typed keys for what the application and each request carry (aiohttp AppKey/RequestKey).
 
-The store and engine are typed by the small Protocols the proxy needs, so proxy/ depends on the
-contract in docs/architecture.md rather than on implementation modules at import time.
+The store and engine are typed by Protocols (`store.interface.StoreBackend`, `EngineAPI` below), so
+proxy/ depends on contracts rather than on implementation modules at import time.
 """
 
 from __future__ import annotations
@@ -18,26 +18,17 @@ from proxy.observability.logging import RequestRecord
 from proxy.observability.metrics import Metrics
 from proxy.server.windows import WindowResolver
 from proxy.upstream.openai import UpstreamRouter
+from store.interface import StoreBackend
 
 
-class StoreLike(Protocol):
-    """What the proxy uses of store.store.Store."""
-
-    def tenant_id_for_key(self, api_key: str | None) -> str: ...
-
-    def for_tenant(self, tenant_id: str) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-class EngineLike(Protocol):
-    """What the proxy uses of compaction.engine.Engine (hooks may be sync or async)."""
+class EngineAPI(Protocol):
+    """What the proxy uses of compaction.engine.Engine."""
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest: ...
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> Any: ...
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None: ...
 
-    def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> Any: ...
+    def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool: ...
 
     async def aclose(self) -> None: ...
 
@@ -46,8 +37,8 @@ SETTINGS = web.AppKey("settings", Settings)
 SESSION = web.AppKey("client_session", aiohttp.ClientSession)
 METRICS = web.AppKey("metrics", Metrics)
 LOGGER = web.AppKey("logger", FilteringBoundLogger)
-STORE = web.AppKey("store", StoreLike)
-ENGINE = web.AppKey("engine", EngineLike)
+STORE = web.AppKey("store", StoreBackend)
+ENGINE = web.AppKey("engine", EngineAPI)
 UPSTREAMS = web.AppKey("upstreams", UpstreamRouter)
 WINDOWS = web.AppKey("context_windows", WindowResolver)
 

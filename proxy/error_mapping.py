@@ -7,6 +7,9 @@ LITELLM_RULES; tests/proxy/test_error_mapping.py keeps the table complete.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +23,10 @@ from config.errors import (
     UpstreamHTTPError,
     UpstreamTimeoutError,
 )
+from config.settings import LiteLLMParams
 
 INTERNAL_MESSAGE = "internal error in ctxproxy; see the proxy log for details"
+CREDENTIALS_REJECTED = "the upstream rejected the proxy's configured credentials"
 
 
 @dataclass(frozen=True)
@@ -114,15 +119,39 @@ def _from_litellm(exc: BaseException, rule: LiteLLMRule) -> CtxProxyError:
     return UpstreamHTTPError(status, body)
 
 
-def upstream_failure(exc: BaseException) -> CtxProxyError:
+def upstream_failure(exc: BaseException) -> CtxProxyError | None:
     """An exception raised while talking to the provider: as to_ctxproxy_error, plus any timeout
-    there is the provider's, and anything else unexpected is a 502 (never a 500)."""
+    or socket error there is the provider's (504/502). None for anything else: a ctxproxy bug,
+    which must surface as a 500 with its traceback, never as a 502 blaming the provider."""
     mapped = to_ctxproxy_error(exc)
     if mapped is not None:
         return mapped
     if isinstance(exc, TimeoutError):
         return UpstreamTimeoutError("the upstream provider did not answer in time")
-    return UpstreamError(f"upstream request failed: {type(exc).__name__}")
+    if isinstance(exc, OSError | asyncio.IncompleteReadError):
+        return UpstreamError(f"upstream request failed: {type(exc).__name__}")
+    return None
+
+
+@contextmanager
+def provider_call(params: LiteLLMParams | None = None) -> Iterator[None]:
+    """Around every call to a provider: its failures become CtxProxyErrors (a refused operator
+    key a 502, see `for_keyed_entry`); anything else propagates unchanged as the bug it is."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = upstream_failure(exc)
+        if mapped is None or mapped is exc:
+            raise
+        raise for_keyed_entry(params, mapped) from exc
+
+
+def for_keyed_entry(params: LiteLLMParams | None, error: CtxProxyError) -> CtxProxyError:
+    """`error`, except that the provider refusing the operator's configured key becomes a 502."""
+    if (params is not None and params.api_key and isinstance(error, UpstreamHTTPError)
+            and error.upstream_status in (401, 403)):
+        return UpstreamError(CREDENTIALS_REJECTED, code="upstream_credentials_rejected")
+    return error
 
 
 def _from_transport(exc: BaseException) -> CtxProxyError | None:

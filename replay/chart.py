@@ -1,17 +1,21 @@
-"""PNG chart of `ctxproxy replay`: forwarded tokens per request (matplotlib, Agg backend: no display)."""
+"""PNG chart of `ctxproxy replay`: forwarded tokens per request (matplotlib, Agg backend: no display).
+
+matplotlib is an optional extra (`pip install 'ctxproxy[charts]'`): a default install has none, so
+it is imported only when a chart is drawn, and `require_charts` says how to get it.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from config.errors import ConfigError
+from replay.report import ConversationReport
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from replay.report import ConversationReport  # noqa: E402
+CHARTS_MISSING = ("charts need matplotlib, which a default install leaves out: "
+                  "pip install 'ctxproxy[charts]'")
 
 CATEGORIES = ("system", "anchors", "summaries", "fresh_tail", "tools")
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860")
@@ -36,8 +40,26 @@ def _turn_axes(ax: Any, report: ConversationReport) -> None:
     ax.legend(loc="upper left", fontsize="small")
 
 
+def require_charts() -> None:
+    """Raise ConfigError (with the install command) when matplotlib is not installed."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(CHARTS_MISSING, code="charts_unavailable")
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display), imported on first use."""
+    require_charts()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def turn_chart(reports: Sequence[ConversationReport], path: Path) -> Path:
     """Forwarded tokens per request by occupancy category, with the full history and the budget."""
+    plt = pyplot()
     fig, axes = plt.subplots(len(reports), 1, figsize=(11, 4 * max(1, len(reports))), squeeze=False)
     for ax, report in zip(axes[:, 0], reports, strict=True):
         _turn_axes(ax, report)

@@ -31,8 +31,9 @@ from replay.checks import CachedCounter, RequestCheck, check_request
 from replay.records import RecordedConversation
 from replay.report import ConversationReport, TurnStats, finish_report
 from replay.summarizers import CountingSummarizer, summarizer_named
+from store.factory import open_store
+from store.interface import TenantAccess
 from store.models import CompactionEvent
-from store.store import Store, TenantStore
 
 Message = dict[str, Any]
 ProgressHook = Callable[[int, int], None]  # (requests done, requests total)
@@ -78,7 +79,7 @@ class _EngineRun:
     conv: RecordedConversation
     options: ReplayOptions
     engine: Engine
-    tenant: TenantStore
+    tenant: TenantAccess
     summarizer: CountingSummarizer
     counter: CachedCounter
     recall: RecallSettings
@@ -143,7 +144,7 @@ async def replay_engine(conv: RecordedConversation, options: ReplayOptions, *,
     with tempfile.TemporaryDirectory(prefix="ctxproxy-replay-") as tmp:
         full = engine_settings(settings, str(Path(tmp) / "replay.db"), options)
         counting = CountingSummarizer(summarizer or summarizer_named(options.summarizer, full))
-        store = Store.open(full.store)
+        store = open_store(full.store)
         engine = Engine(store, full, lambda turn: SummarizerChoice(counting, {"model": counting.name}))
         run = _EngineRun(conv, options, engine, store.for_tenant(REPLAY_TENANT), counting,
                          CachedCounter(TokenCounter.for_model(options.model)), full.recall)

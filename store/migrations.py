@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import sqlite_utils
+
 from config.errors import StoreError
 from store.db import transaction
 
@@ -233,14 +235,25 @@ def split_statements(sql: str) -> Iterator[str]:
 
 def applied_versions(conn: sqlite3.Connection) -> set[int]:
     """Versions recorded in `schema_migrations` (creating that table if needed)."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
-    return {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    table = sqlite_utils.Database(conn).table("schema_migrations")
+    table.create({"version": int, "name": str, "applied_at": float}, pk="version",
+                 not_null={"name", "applied_at"}, if_not_exists=True)
+    return {int(row["version"]) for row in table.rows}
+
+
+def refuse_newer_schema(done: set[int], migrations: Sequence[Migration]) -> None:
+    """A database written by a newer ctxproxy is never opened: this code cannot know its schema."""
+    known = max((m.version for m in migrations), default=0)
+    if done and max(done) > known:
+        raise StoreError(f"the store's schema is version {max(done)}, newer than this ctxproxy "
+                         f"understands (schema version {known}); upgrade ctxproxy, or point "
+                         "store.path at another database", code="store_schema_too_new")
 
 
 def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[int]:
     """Apply the missing migrations in order, each in one transaction; return the versions applied."""
     done = applied_versions(conn)
+    refuse_newer_schema(done, migrations)
     applied: list[int] = []
     for migration in sorted(migrations, key=lambda m: m.version):
         if migration.version in done:

@@ -15,6 +15,7 @@ MessageSource = Literal["client", "reply"]
 SummaryKind = Literal["leaf", "condensed"]
 SummaryLevel = Literal["normal", "aggressive", "truncation", "extractive"]
 ViewItemKind = Literal["message", "summary"]
+Verification = Literal["passed", "failed", "not_run"]
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ class CompactionEvent:
     generation: int | None = None
     tokens_before: int = 0
     tokens_after: int = 0
-    verification: Literal["passed", "failed", "not_run"] = "not_run"
+    verification: Verification = "not_run"
     rejected_facts: tuple[str, ...] = ()
     anchors_added: tuple[int, ...] = ()
     anchors_superseded: tuple[int, ...] = ()

@@ -9,9 +9,11 @@ conversation already had, plus one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -32,6 +34,7 @@ from store import rows
 from store import search as search_mod
 from store.anchors import upsert_anchors
 from store.db import checkpoint, open_database, transaction
+from store.interface import PassFinisher
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -50,10 +53,6 @@ from store.models import (
 
 ANONYMOUS_TENANT = "anonymous"
 _CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds")
-
-
-# Builds a pass's view and event from its committed summary and anchors (added, superseded).
-PassFinisher = Callable[[SummaryRecord, list[Anchor], list[Anchor]], tuple[ContextView, CompactionEvent]]
 
 
 class _Rollback(Exception):
@@ -87,6 +86,14 @@ class Store:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+
+    def size_bytes(self) -> int:
+        """The database file plus its WAL and shared-memory files, as on disk now."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(self.settings.path + suffix)
+        return total
 
     @property
     def tenant_secret(self) -> str:

@@ -137,10 +137,13 @@ def _cost(cost: float | None, full: float | None) -> str:
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from replay.chart import require_charts
     from replay.records import read_jsonl
 
     out = out or sys.stdout
     try:
+        if args.chart:  # fail before a long replay, not after it
+            require_charts()
         settings = load_settings(args.config, os.environ if env is None else env)
         convs = read_jsonl(args.file)[: args.limit]
     except (ConfigError, OSError, ValueError, KeyError) as exc:

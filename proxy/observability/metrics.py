@@ -7,7 +7,6 @@ here (`observe_compaction`, `observe_summarizer`, `recall_call`, ...) instead of
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -84,7 +83,7 @@ class Metrics:
                                 "Forwarded requests extending the previous one (cache-friendly)", reg)
         self.prefix_checked = _c("ctxproxy_prefix_checked_requests_total",
                                  "Forwarded requests with a previous one to compare against", reg)
-        self.store_size = Gauge("ctxproxy_store_size_bytes", "SQLite store size on disk (db + WAL)",
+        self.store_size = Gauge("ctxproxy_store_size_bytes", "store size on disk (SQLite: db + WAL)",
                                 registry=reg)
         self.store_size.set_function(store_size or (lambda: 0.0))
 
@@ -142,18 +141,3 @@ class Metrics:
     def render(self) -> bytes:
         """Prometheus text exposition of this registry."""
         return bytes(generate_latest(self.registry))
-
-
-def file_size_reader(db_path: str) -> Callable[[], float]:
-    """Size of the SQLite file plus its WAL/SHM, read at scrape time."""
-
-    def size() -> float:
-        total = 0
-        for suffix in ("", "-wal", "-shm"):
-            try:
-                total += os.path.getsize(db_path + suffix)
-            except OSError:
-                continue
-        return float(total)
-
-    return size

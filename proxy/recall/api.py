@@ -2,7 +2,7 @@
 
 Shared by the HTTP routes (proxy/recall/http.py) and the CLI (proxy/cli/recall.py), so both
 faces accept the same parameters and print the same JSON. The store does the searching
-(`TenantStore.search` / `expand`, tenant-scoped) and validates values (pattern syntax, windows,
+(`TenantAccess.search` / `expand`, tenant-scoped) and validates values (pattern syntax, windows,
 dates, limit); this module checks JSON types and names the offending `param`.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from config.errors import InvalidRequestError
+from store.interface import TenantAccess
 from store.models import ExpandedItem, SearchHit, SearchQuery
-from store.store import TenantStore
 
 SEARCH_STRINGS = ("pattern", "scope", "role", "last", "since", "before", "conversation_id")
 
@@ -48,7 +48,7 @@ def search_query(body: Mapping[str, Any]) -> SearchQuery:
     return SearchQuery(all_conversations=everywhere, limit=limit, **fields)
 
 
-def run_search(store: TenantStore, q: SearchQuery) -> list[SearchHit]:
+def run_search(store: TenantAccess, q: SearchQuery) -> list[SearchHit]:
     """The store's search; with no conversation named, the tenant's most recently active one."""
     if not q.all_conversations and not q.conversation_id:
         latest = store.list_conversations(limit=1)

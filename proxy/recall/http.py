@@ -3,7 +3,7 @@
 The caller is identified like a chat request: its bearer key hashed to a tenant. A keyless caller
 is refused (401) whatever server.require_client_key says: keyless callers share the one `anonymous`
 tenant, so recall there would show each caller the others' histories. Everything goes through the
-caller's TenantStore, so another tenant's ids are answered exactly like unknown ones (404).
+caller's TenantAccess, so another tenant's ids are answered exactly like unknown ones (404).
 Parameters: see proxy/recall/api.py.
 """
 
@@ -15,12 +15,12 @@ from config.errors import AuthenticationError
 from proxy import appkeys
 from proxy.recall.api import as_list, expand_ids, hit_json, item_json, run_search, search_query
 from proxy.server.chat import bearer_key, read_json_object
-from store.store import TenantStore
+from store.interface import TenantAccess
 
 KEYLESS_RECALL = "recall needs an API key: keyless callers share one anonymous tenant"
 
 
-def _tenant_store(request: web.Request) -> TenantStore:
+def _tenant_store(request: web.Request) -> TenantAccess:
     store = request.app[appkeys.STORE]
     key = bearer_key(request)
     if key is None:
@@ -29,7 +29,7 @@ def _tenant_store(request: web.Request) -> TenantStore:
     record = request.get(appkeys.RECORD)
     if record is not None:
         record.tenant_id = tenant
-    tenant_store: TenantStore = store.for_tenant(tenant)
+    tenant_store: TenantAccess = store.for_tenant(tenant)
     return tenant_store
 
 

@@ -24,14 +24,14 @@ from proxy.recall.tool_loop import JSON, ResultLimit, ToolLoop
 from proxy.upstream.openai import StreamingReply, Upstream, UpstreamReply
 from proxy.upstream.sse import DONE, classify
 from proxy.upstream.wire import compact_json
-from store.store import TenantStore
+from store.interface import TenantAccess
 
 
 @dataclass(frozen=True)
 class StoreRecallTools:
     """The recall tools of one conversation: compaction.recall's schemas and executor, the store's audit."""
 
-    store: TenantStore
+    store: TenantAccess
     conversation_id: str
     settings: RecallSettings
     on_call: Callable[[str], None] | None = None  # metrics: "search" | "expand" per executed call
@@ -70,7 +70,7 @@ def _redacted(obj: Any) -> Any:
     return obj
 
 
-def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantStore,
+def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantAccess,
              prepared: PreparedRequest, model: str,
              on_call: Callable[[str], None] | None = None) -> Upstream:
     """The transport for this turn: `upstream` itself, or wrapped by the recall loop.

@@ -7,7 +7,6 @@ reply (`record_reply`) and schedules background work (`after_turn`). This module
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 from collections.abc import Mapping
@@ -214,8 +213,8 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
     message = first_message(reply.data)
     engine = t.request.app[appkeys.ENGINE]
     if message is not None:
-        await _maybe_await(engine.record_reply(t.prepared, t.turn, message))
-    await _maybe_await(engine.after_turn(t.prepared, t.turn))
+        engine.record_reply(t.prepared, t.turn, message)
+    engine.after_turn(t.prepared, t.turn)
     headers = {**reply.headers, **_headers(t, upstream_s)}
     _observe_timing(t, upstream_s)
     return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
@@ -247,7 +246,7 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
         await stream.aclose()
     upstream_s = time.perf_counter() - began
     try:
-        await _finish_stream(t, outcome)
+        _finish_stream(t, outcome)
     except Exception as exc:  # the client has its reply; storing it failed (logged, not re-sent)
         record.error_code = "reply_store_failed"
         t.request.app[appkeys.LOGGER].error(
@@ -258,19 +257,19 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
     return response
 
 
-async def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
+def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
     record = t.request[appkeys.RECORD]
     engine = t.request.app[appkeys.ENGINE]
     record.tokens_out = outcome.assembler.completion_tokens
     if outcome.complete and outcome.storable:
-        await _maybe_await(engine.record_reply(t.prepared, t.turn, outcome.assembler.message()))
+        engine.record_reply(t.prepared, t.turn, outcome.assembler.message())
     else:
         record.error_code = outcome.error.code if outcome.error else (
             "stream_broken" if not outcome.complete else "reply_not_assembled")
         t.request.app[appkeys.LOGGER].warning(
             "stream_broken", conversation_id=t.prepared.conversation_id, error=str(outcome.error),
             stored_reply=False)
-    await _maybe_await(engine.after_turn(t.prepared, t.turn))
+    engine.after_turn(t.prepared, t.turn)
 
 
 def _observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -> None:
@@ -281,10 +280,3 @@ def _observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -
         metrics.observe_overhead(record.overhead_ms / 1000)
     else:
         metrics.observe_overhead(max(0.0, time.perf_counter() - t.started - upstream_s))
-
-
-async def _maybe_await(result: Any) -> None:
-    """Engine hooks may be sync or async; both are accepted."""
-    if inspect.isawaitable(result):
-        await result
-

@@ -19,8 +19,8 @@ from typing import Any
 
 from config.errors import AuthenticationError
 from config.settings import LiteLLMParams
-from proxy.error_mapping import upstream_failure
-from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, UpstreamReply, for_keyed_entry
+from proxy.error_mapping import provider_call
+from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, UpstreamReply
 
 # OpenAI chat parameters a client may set; every other body key is dropped (see module doc).
 # `metadata` is left out on purpose: litellm reads it as its own logging/routing metadata.
@@ -74,10 +74,8 @@ class LiteLLMUpstream:
                        api_key: str | None) -> UpstreamReply:
         from compaction.llm import get_litellm
 
-        try:
+        with provider_call(params):
             response = await get_litellm().acompletion(**_kwargs(params, body, api_key, False))
-        except Exception as exc:
-            raise for_keyed_entry(params, upstream_failure(exc)) from exc
         data = _dump(response)
         return UpstreamReply(200, json.dumps(data).encode(), data, {})
 
@@ -85,10 +83,8 @@ class LiteLLMUpstream:
                           api_key: str | None) -> StreamingReply:
         from compaction.llm import get_litellm
 
-        try:
+        with provider_call(params):
             response = await get_litellm().acompletion(**_kwargs(params, body, api_key, True))
-        except Exception as exc:
-            raise for_keyed_entry(params, upstream_failure(exc)) from exc
         return _LiteLLMStream(response)
 
 
@@ -101,11 +97,9 @@ class _LiteLLMStream:
         self.headers: dict[str, str] = {}
 
     async def events(self) -> AsyncIterator[bytes]:
-        try:
+        with provider_call():
             async for chunk in self._response:
                 yield b"data: " + json.dumps(_dump(chunk)).encode()
-        except Exception as exc:
-            raise upstream_failure(exc) from exc
         yield b"data: [DONE]"
 
     async def aclose(self) -> None:

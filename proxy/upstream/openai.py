@@ -18,7 +18,7 @@ import aiohttp
 
 from config.errors import CtxProxyError, UpstreamError, UpstreamHTTPError
 from config.settings import OPENAI_API_BASE, LiteLLMParams
-from proxy.error_mapping import upstream_failure
+from proxy.error_mapping import CREDENTIALS_REJECTED, for_keyed_entry, provider_call
 from proxy.upstream.sse import DONE, SSEParser, event_data
 from proxy.upstream.wire import compact_json
 
@@ -28,7 +28,6 @@ RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-aft
 WITHHELD_HEADERS = frozenset({"openai-organization", "openai-project"})
 MISSING_API_KEY = ("You didn't provide an API key. You need to provide your API key in an "
                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
-CREDENTIALS_REJECTED = "the upstream rejected the proxy's configured credentials"
 # How long a finished stream may take to deliver its terminating chunk before the connection is
 # dropped instead of returned to the pool.
 DRAIN_S = 1.0
@@ -111,12 +110,10 @@ class OpenAIUpstream:
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
                     api_key: str | None) -> aiohttp.ClientResponse:
         url = f"{(params.api_base or OPENAI_API_BASE).rstrip('/')}/chat/completions"
-        try:
+        with provider_call():
             return await self._session.post(url, data=compact_json(body),
                                             headers=request_headers(params, api_key),
                                             timeout=self._timeout(params, body.get("stream") is True))
-        except Exception as exc:
-            raise upstream_failure(exc) from exc
 
 
     def _timeout(self, params: LiteLLMParams, stream: bool) -> aiohttp.ClientTimeout:
@@ -159,14 +156,12 @@ class _AiohttpStream:
 
     async def events(self) -> AsyncIterator[bytes]:
         parser = SSEParser()
-        try:
+        with provider_call():
             async for chunk in self._resp.content.iter_any():
                 for event in parser.feed(chunk):
                     if event.endswith(DONE) and event_data(event)[1].strip() == DONE:
                         self._finished = True
                     yield event
-        except Exception as exc:
-            raise upstream_failure(exc) from exc
         self._finished = True
         if parser.tail():
             yield parser.tail()
@@ -206,14 +201,6 @@ def upstream_http_error(status: int, raw: bytes, params: LiteLLMParams | None = 
     return UpstreamError(f"the upstream provider answered {status} without an error body: {snippet!r}")
 
 
-def for_keyed_entry(params: LiteLLMParams | None, error: CtxProxyError) -> CtxProxyError:
-    """`error`, except that the provider refusing the operator's configured key becomes a 502."""
-    if (params is not None and params.api_key and isinstance(error, UpstreamHTTPError)
-            and error.upstream_status in (401, 403)):
-        return UpstreamError(CREDENTIALS_REJECTED, code="upstream_credentials_rejected")
-    return error
-
-
 def relayed_headers(headers: Any) -> dict[str, str]:
     """Provider response headers worth relaying (rate limits, request ids), never the account's."""
     return {k: v for k, v in headers.items()
@@ -223,8 +210,7 @@ def relayed_headers(headers: Any) -> dict[str, str]:
 async def _read_all(resp: aiohttp.ClientResponse) -> bytes:
     """The whole body; the connection goes back to the pool either way."""
     try:
-        return await resp.read()
-    except Exception as exc:
-        raise upstream_failure(exc) from exc
+        with provider_call():
+            return await resp.read()
     finally:
         resp.release()

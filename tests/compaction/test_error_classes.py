@@ -9,21 +9,9 @@ from pathlib import Path
 import pytest
 
 from compaction import llm, recall
-from compaction.engine import Engine
-from config.errors import CtxProxyError, InvalidRequestError
-from config.settings import LiteLLMParams, ModelEntry, RecallSettings, Settings, StoreSettings
+from config.errors import CtxProxyError
+from config.settings import RecallSettings, StoreSettings
 from store.store import Store
-
-
-async def test_compact_without_turn_is_invalid_request(tmp_path: Path) -> None:
-    store = Store.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
-    engine = Engine(store, Settings((ModelEntry("*", LiteLLMParams("openai/*")),)),
-                    lambda _t: pytest.fail("no summariser needed"))
-    with pytest.raises(InvalidRequestError) as info:
-        await engine.compact("tenant-a", "conv")
-    assert info.value.param == "turn"
-    await engine.aclose()
-    store.close()
 
 
 @pytest.mark.parametrize(("name", "arguments", "message"), [

@@ -39,7 +39,7 @@ async def test_a_pass_failing_before_its_view_is_saved_writes_only_the_failed_ev
     msgs = history(24, words=40)
     prepared = await engine.prepare(turn(msgs))
     with pytest.raises((RuntimeError, CtxProxyError), match="compaction step failed"):
-        await engine.compact("tenant-a", prepared.conversation_id, "manual", turn=turn(msgs))
+        await engine.compact(turn(msgs), prepared.conversation_id, "manual")
     tenant = store.for_tenant("tenant-a")
     cid = prepared.conversation_id
     events = tenant.events(cid)

@@ -69,7 +69,7 @@ async def test_a_summary_that_would_not_shrink_the_context_is_skipped(engine: En
     msgs = [sys(), *[m for i in range(12) for m in (user(f"ok {i}"), asst("ok"))], user("next")]
     t = turn(msgs)
     prepared = await engine.prepare(t)
-    events = await engine.compact("tenant-a", prepared.conversation_id, "manual", turn=t)
+    events = await engine.compact(t, prepared.conversation_id, "manual")
     tenant = engine.store.for_tenant("tenant-a")
     assert events and events[0].outcome == "skipped" and events[0].tier == "leaf"
     assert events[0].error is not None and events[0].error.startswith("not_smaller")

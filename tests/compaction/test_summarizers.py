@@ -7,10 +7,16 @@ import pytest
 from compaction.prompts import SECTIONS, build_request, build_source_text, render_summary_message
 from compaction.summarizers import CircuitBreaker, ExtractiveSummarizer, LiteLLMSummarizer
 from compaction.tokens import TokenCounter
+from compaction.types import CircuitState
 from compaction.verify import verify_summary
 from config.errors import SummarizerError
 from store.models import StoredMessage, SummaryRecord
 from tests.fakes.summarizer import ScriptedSummarizer
+
+
+def state_of(breaker: CircuitBreaker) -> CircuitState:
+    """The breaker's state now (read through a call, so each assert reads it afresh)."""
+    return breaker.state
 
 
 def stored(seq: int, role: str, text: str) -> StoredMessage:
@@ -85,16 +91,16 @@ async def test_circuit_breaker_opens_half_opens_and_closes() -> None:
     for _ in range(2):
         with pytest.raises(SummarizerError):
             await breaker.complete(request)
-    assert breaker.state == "open"
+    assert state_of(breaker) == "open"
     with pytest.raises(SummarizerError, match="circuit open"):
         await breaker.complete(request)
     assert inner.call_count == 2  # open: not called
     clock.now = 31
-    assert breaker.state == "half_open"
+    assert state_of(breaker) == "half_open"
     with pytest.raises(SummarizerError):
         await breaker.complete(request)  # failed trial re-opens
-    assert breaker.state == "open" and inner.call_count == 3
+    assert state_of(breaker) == "open" and inner.call_count == 3
     clock.now = 62
     inner.behaviour = "faithful"
     assert await breaker.complete(request)
-    assert breaker.state == "closed" and breaker.name == inner.name
+    assert state_of(breaker) == "closed" and breaker.name == inner.name

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,15 @@ def test_replay_cli_json_and_chart(tmp_path: Path) -> None:
     assert conv["per_request"][-1]["tokens_received"] > conv["per_request"][-1]["budget"]
     assert conv["summarizer_calls"] > 0 and {"anchors", "summaries"} <= set(conv["per_turn"][-1]["occupancy"])
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_chart_without_matplotlib_says_how_to_install_it_before_replaying(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as in a default install
+    chart = tmp_path / "replay.png"
+    code, out = _run_cli(str(SAMPLE), "--window", "6000", "--chart", str(chart))
+    assert code == cli_replay.EXIT_ERROR and out == "" and not chart.exists()
+    assert "pip install 'ctxproxy[charts]'" in capsys.readouterr().err
 
 
 def test_replay_cli_table_and_bad_file(tmp_path: Path) -> None:

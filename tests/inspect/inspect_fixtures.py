@@ -13,6 +13,7 @@ import pytest
 
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
 from store.store import Store
+from tests.fakes.engine import UnusedEngine
 from tests.inspect.inspect_scenario import MODEL, Scenario, count_tokens, populate
 
 API_KEY = "sk-inspect-tenant-a-0123456789"
@@ -56,14 +57,8 @@ def build_app(settings: Settings) -> Any:
     """create_app with an engine stand-in: the inspector only reads the store."""
     from proxy.app import create_app
 
-    return create_app(settings, engine_factory=lambda *args: _NoEngine())
+    return create_app(settings, engine_factory=lambda *args: UnusedEngine())
 
-
-class _NoEngine:
-    """The inspector never calls the engine; this keeps start-up free of summariser set-up."""
-
-    async def aclose(self) -> None:
-        return None
 
 
 UiServerFactory = Callable[..., Awaitable[Any]]

@@ -86,8 +86,8 @@ def test_stray_timeouts_and_json_errors_are_internal_but_upstream_timeouts_are_5
     assert to_ctxproxy_error(json.JSONDecodeError("bad", "x", 0)) is None
     timeout = upstream_failure(TimeoutError())
     assert type(timeout) is UpstreamTimeoutError and http_status(timeout) == 504
-    other = upstream_failure(KeyError("provider sdk bug"))
-    assert type(other) is UpstreamError and http_status(other) == 502
+    assert type(upstream_failure(ConnectionResetError())) is UpstreamError  # a socket error: 502
+    assert upstream_failure(KeyError("a bug, ours or an SDK's")) is None  # a bug: 500, never a 502
 
 
 def test_unknown_exceptions_are_not_mapped_and_internal_error_leaks_nothing() -> None:

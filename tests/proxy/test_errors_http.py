@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import socket
 from pathlib import Path
@@ -12,8 +13,10 @@ import aiohttp
 import openai
 import pytest
 
+from compaction.types import ChatTurn, PreparedRequest
 from tests.conftest import TEST_API_KEY, proxy_settings_for
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply
+from tests.proxy.passthrough_engine import PassthroughEngine
 
 USER = [{"role": "user", "content": "hi"}]
 CHAT = json.dumps({"model": "gpt-4o-mini", "messages": USER}).encode()
@@ -141,3 +144,36 @@ async def test_broken_stream_stores_no_reply(make_proxy: Any, fake_upstream: Fak
         text = await asyncio.wait_for(resp.text(), 10)
     assert "event: error" in text
     assert engines[0].replies == []
+
+
+class _BuggyEngine(PassthroughEngine):
+    """An engine with a ctxproxy bug on the request path."""
+
+    async def prepare(self, turn: ChatTurn) -> PreparedRequest:
+        raise KeyError("a bug in ctxproxy")
+
+
+async def test_a_ctxproxy_bug_is_a_500_with_its_traceback_logged(
+        make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+    logs = io.StringIO()
+    server = await make_proxy(engine_factory=lambda store, *_: _BuggyEngine(store), log_stream=logs)
+    status, body = await post_raw(server, CHAT)
+    assert status == 500 and body["error"]["code"] == "internal_error"
+    assert "a bug in ctxproxy" not in body["error"]["message"]  # internals stay in the log
+    (line,) = [json.loads(x) for x in logs.getvalue().splitlines() if '"unhandled_error"' in x]
+    assert "Traceback" in line["exception"] and "KeyError: 'a bug in ctxproxy'" in line["exception"]
+    assert fake_upstream.requests == []
+
+
+async def test_a_bug_inside_the_upstream_call_is_a_500_not_a_502(
+        make_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = io.StringIO()
+    server = await make_proxy(log_stream=logs)
+
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise AttributeError("compact_json broke")
+
+    monkeypatch.setattr("proxy.upstream.openai.compact_json", broken)
+    status, body = await post_raw(server, CHAT)
+    assert status == 500 and body["error"]["type"] == "server_error"
+    assert any('"unhandled_error"' in x and "AttributeError" in x for x in logs.getvalue().splitlines())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from compaction.budget import WindowSource
 from config.settings import Settings, default_model_list
 from proxy.server.windows import WindowResolver
 
@@ -10,7 +11,7 @@ class CountingResolve:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def __call__(self, settings: Settings, model: str) -> tuple[int, str]:
+    def __call__(self, settings: Settings, model: str) -> tuple[int, WindowSource]:
         self.calls.append(model)
         return 1000 + len(model), "config"
 

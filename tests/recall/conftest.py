@@ -10,7 +10,8 @@ import pytest
 from openai import AsyncOpenAI
 
 from proxy.app import create_app
-from tests.recall.recall_data import ALPHA_KEY, BETA_KEY, NullEngine, Populated, populate, settings_for
+from tests.fakes.engine import UnusedEngine
+from tests.recall.recall_data import ALPHA_KEY, BETA_KEY, Populated, populate, settings_for
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def populated(tmp_path: Path) -> Populated:
 
 @pytest.fixture
 async def base_url(populated: Populated, aiohttp_server: Any) -> AsyncIterator[str]:
-    app = create_app(settings_for(populated.path), engine_factory=lambda *_: NullEngine())
+    app = create_app(settings_for(populated.path), engine_factory=lambda *_: UnusedEngine())
     server = await aiohttp_server(app)
     yield str(server.make_url("/v1"))
 

@@ -77,12 +77,6 @@ def populate(path: str) -> Populated:
         store.close()
 
 
-class NullEngine:
-    """The recall routes never call the engine; the app only needs one to start and stop."""
-
-    async def aclose(self) -> None:
-        return None
-
 
 def settings_for(path: str) -> Settings:
     return Settings(model_list=(ModelEntry("*", LiteLLMParams("openai/*", "http://127.0.0.1:9/v1")),),

@@ -52,8 +52,8 @@ def test_index_inspector_and_verifier_see_the_same_text(kind: str, store: Store,
 
 def test_tool_calls_read_the_same_everywhere(store: Store, alice: TenantStore) -> None:
     call = {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": '{"q": "ORD-7A"}'}}
-    history = [{"role": "user", "content": "find it"}, {"role": "assistant", "content": None,
-                                                         "tool_calls": [call]}]
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find it"}, {"role": "assistant",
+                                      "content": None, "tool_calls": [call]}]
     result = alice.ingest(history, model="gpt-4o-mini", external_id=None, count_tokens=lambda m: 5)
     stored = result.messages[-1]
     assert message_text(stored.message) == 'grep({"q": "ORD-7A"})'

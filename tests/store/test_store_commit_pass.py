@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.errors import CtxProxyError, StoreError
+from store.interface import PassFinisher
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -14,7 +15,7 @@ from store.models import (
     SummaryRecord,
     ViewItem,
 )
-from store.store import PassFinisher, Store, TenantStore
+from store.store import Store, TenantStore
 from tests.store.store_helpers import TokenCounter, history
 
 TABLES = ("anchors", "summaries", "summary_sources", "views", "compaction_events", "summaries_fts")

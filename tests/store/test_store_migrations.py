@@ -94,3 +94,17 @@ def test_api_key_never_stored(tmp_path: Path) -> None:
     s.close()
     for f in tmp_path.iterdir():
         assert b"sk-live-very-secret-key" not in f.read_bytes()
+
+
+def test_a_database_newer_than_the_code_is_refused_naming_both_versions(tmp_path: Path) -> None:
+    path = str(tmp_path / "future.db")
+    Store.open(StoreSettings(path=path)).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)")
+    conn.commit()
+    conn.close()
+    newest = max(m.version for m in MIGRATIONS)
+    with pytest.raises(StoreError) as info:
+        Store.open(StoreSettings(path=path))
+    assert info.value.code == "store_schema_too_new"
+    assert "version 99" in info.value.message and f"schema version {newest}" in info.value.message

@@ -1,0 +1,107 @@
+"""The store's contract: what compaction/, replay/ and proxy/ may call, whatever the backend.
+
+`store.store.Store` (SQLite, the embedded default) implements it; other backends implement the same
+two Protocols, so nothing above store/ depends on a backend. Every `TenantAccess` method reads or
+writes only its own tenant's rows: another tenant's ids behave exactly like nonexistent ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from store.models import (
+    Anchor,
+    AnchorDraft,
+    CompactionEvent,
+    ContextView,
+    Conversation,
+    ExpandedItem,
+    ForwardedRecord,
+    IngestResult,
+    SearchHit,
+    SearchQuery,
+    StoredMessage,
+    SummaryDraft,
+    SummaryRecord,
+)
+
+# Builds a pass's view and event from its committed summary and anchors (added, superseded).
+PassFinisher = Callable[[SummaryRecord, list[Anchor], list[Anchor]], tuple[ContextView, CompactionEvent]]
+
+
+class TenantAccess(Protocol):
+    """Everything one tenant may read or write (conversations, messages, summaries, recall)."""
+
+    @property
+    def tenant_id(self) -> str: ...
+
+    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
+               count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult: ...
+
+    def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
+                     parent_seq: int, parent_chain: str | None = None) -> StoredMessage: ...
+
+    def conversation(self, conversation_id: str) -> Conversation: ...
+
+    def list_conversations(self, limit: int = 50) -> list[Conversation]: ...
+
+    def messages(self, conversation_id: str, *, start_seq: int = 0,
+                 end_seq: int | None = None) -> list[StoredMessage]: ...
+
+    def message(self, message_id: int) -> StoredMessage: ...
+
+    def delete_conversation(self, conversation_id: str) -> None: ...
+
+    def add_summary(self, draft: SummaryDraft) -> SummaryRecord: ...
+
+    def summary(self, summary_id: str) -> SummaryRecord: ...
+
+    def summaries(self, conversation_id: str) -> list[SummaryRecord]: ...
+
+    def view(self, conversation_id: str) -> ContextView | None: ...
+
+    def save_view(self, view: ContextView) -> ContextView: ...
+
+    def commit_pass(self, draft: SummaryDraft, anchor_drafts: Sequence[AnchorDraft],
+                    finish: PassFinisher) -> tuple[SummaryRecord, ContextView, CompactionEvent]: ...
+
+    def anchors(self, conversation_id: str, *, include_superseded: bool = False) -> list[Anchor]: ...
+
+    def upsert_anchors(self, conversation_id: str,
+                       drafts: Sequence[AnchorDraft]) -> tuple[list[Anchor], list[Anchor]]: ...
+
+    def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[Anchor]: ...
+
+    def record_event(self, event: CompactionEvent) -> CompactionEvent: ...
+
+    def events(self, conversation_id: str) -> list[CompactionEvent]: ...
+
+    def record_forwarded(self, rec: ForwardedRecord) -> bool | None: ...
+
+    def forwarded(self, conversation_id: str) -> list[ForwardedRecord]: ...
+
+    def record_tool_round(self, conversation_id: str, calls: list[dict[str, Any]],
+                          results: list[dict[str, Any]]) -> None: ...
+
+    def tool_rounds(self, conversation_id: str) -> list[dict[str, Any]]: ...
+
+    def search(self, q: SearchQuery) -> list[SearchHit]: ...
+
+    def expand(self, ids: Sequence[str]) -> list[ExpandedItem]: ...
+
+
+class StoreBackend(Protocol):
+    """One open store: tenant identity, tenant-scoped access, operator views, upkeep."""
+
+    def tenant_id_for_key(self, api_key: str | None) -> str: ...
+
+    def for_tenant(self, tenant_id: str) -> TenantAccess: ...
+
+    def tenant_ids(self) -> list[str]: ...
+
+    def checkpoint(self) -> None: ...
+
+    def size_bytes(self) -> int: ...
+
+    def close(self) -> None: ...

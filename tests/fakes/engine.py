@@ -1,0 +1,23 @@
+"""An engine stand-in for apps whose tests never send a chat request (recall routes, /ui)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compaction.types import ChatTurn, PreparedRequest
+
+
+class UnusedEngine:
+    """Satisfies the proxy's EngineAPI; any chat call is a test bug and fails loudly."""
+
+    async def prepare(self, turn: ChatTurn) -> PreparedRequest:
+        raise AssertionError("this test app does not serve chat requests")
+
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+        raise AssertionError("this test app does not serve chat requests")
+
+    def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
+        raise AssertionError("this test app does not serve chat requests")
+
+    async def aclose(self) -> None:
+        return None
