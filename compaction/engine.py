@@ -25,12 +25,11 @@ from compaction.budget import Budget
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.observer import CompactionObserver, NullObserver, ObservedSummarizer
 from compaction.passes import PassContext, Trigger
-from compaction.types import PassMode
 from compaction.planner import Plan
 from compaction.summarizers import CircuitBreaker
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
-from compaction.types import ChatTurn, PreparedRequest, Summarizer, SummarizerChoice
+from compaction.types import ChatTurn, PassMode, PreparedRequest, Summarizer, SummarizerChoice
 from compaction.view_plan import RequestContext, measure_stored, plan_for
 from compaction.workview import WorkingView
 from config.errors import StoreError, SummarizerError

@@ -54,7 +54,8 @@ def test_the_wheel_carries_every_package_and_the_ui_assets(installed: Path) -> N
     for package in ("proxy", "proxy/server", "proxy/upstream", "proxy/recall", "proxy/inspector",
                     "proxy/cli", "proxy/observability", "compaction", "store", "config", "replay"):
         assert f"{package}/__init__.py" in names, package
-    assert {f"proxy/inspector/static/{n}" for n in ("index.html", "login.html", "app.js", "style.css")} <= names
+    assets = ("index.html", "login.html", "app.js", "style.css")
+    assert {f"proxy/inspector/static/{n}" for n in assets} <= names
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
 
 
