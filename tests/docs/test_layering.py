@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("config", "store", "compaction", "proxy")  # each may import only those before it
+LAYERS = ("config", "store", "compaction", "replay", "proxy")  # each may import only those before it
 
 
 def imported_roots(path: Path) -> set[str]:

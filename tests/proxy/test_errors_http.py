@@ -12,17 +12,27 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from aiohttp.test_utils import TestServer
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from compaction.types import ChatTurn, PreparedRequest
-from tests.conftest import TEST_API_KEY, proxy_settings_for
+from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply
 from tests.proxy.passthrough_engine import PassthroughEngine
+from tests.sdk_params import sdk_messages
 
-USER = [{"role": "user", "content": "hi"}]
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 CHAT = json.dumps({"model": "gpt-4o-mini", "messages": USER}).encode()
 
 
-async def post_raw(server: Any, data: bytes) -> tuple[int, dict[str, Any]]:
+def error_body(error: openai.APIError) -> dict[str, Any]:
+    """The OpenAI-shaped `error` object the SDK parsed from the reply (the SDK types it `object`)."""
+    assert isinstance(error.body, dict)
+    return error.body
+
+
+async def post_raw(server: TestServer, data: bytes) -> tuple[int, dict[str, Any]]:
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TEST_API_KEY}"}
     async with aiohttp.ClientSession() as http, http.post(
             server.make_url("/v1/chat/completions"), data=data, headers=headers) as resp:
@@ -38,7 +48,7 @@ async def post_raw(server: Any, data: bytes) -> tuple[int, dict[str, Any]]:
     (b'{"model": "gpt-4o-mini"}', "messages", "at least one message"),
     (b'{"model": "gpt-4o-mini", "messages": []}', "messages", "at least one message"),
 ])
-async def test_malformed_requests_are_400(proxy_server: Any, data: bytes, param: str | None,
+async def test_malformed_requests_are_400(proxy_server: TestServer, data: bytes, param: str | None,
                                           fragment: str) -> None:
     status, body = await post_raw(proxy_server, data)
     assert status == 400
@@ -46,22 +56,22 @@ async def test_malformed_requests_are_400(proxy_server: Any, data: bytes, param:
     assert fragment in body["error"]["message"]
 
 
-async def test_invalid_messages_name_the_path(openai_client: Any) -> None:
+async def test_invalid_messages_name_the_path(openai_client: AsyncOpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         await openai_client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "a"}, {"content": "no role"}])
+            model="gpt-4o-mini", messages=sdk_messages([{"role": "user", "content": "a"}, {"content": "no role"}]))
     assert err.value.status_code == 400
-    assert err.value.body["param"].startswith("messages[1]")  # type: ignore[index]
+    assert error_body(err.value)["param"].startswith("messages[1]")
 
 
-async def test_unknown_model_is_404(openai_client: Any, fake_upstream: FakeUpstream) -> None:
+async def test_unknown_model_is_404(openai_client: AsyncOpenAI, fake_upstream: FakeUpstream) -> None:
     with pytest.raises(openai.NotFoundError) as err:
         await openai_client.chat.completions.create(model="nope-model", messages=USER)
-    assert err.value.body["code"] == "model_not_found"  # type: ignore[index]
+    assert error_body(err.value)["code"] == "model_not_found"
     assert fake_upstream.requests == []
 
 
-async def test_body_over_limit_is_413(make_proxy: Any) -> None:
+async def test_body_over_limit_is_413(make_proxy: ProxyFactory) -> None:
     server = await make_proxy(max_body_bytes=4096)
     big = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x" * 8000}]})
     status, body = await post_raw(server, big.encode())
@@ -74,14 +84,14 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_upstream_unreachable_is_502(make_proxy: Any, tmp_path: Path) -> None:
+async def test_upstream_unreachable_is_502(make_proxy: ProxyFactory, tmp_path: Path) -> None:
     settings = proxy_settings_for(f"http://127.0.0.1:{closed_port()}/v1", tmp_path / "s.db")
     server = await make_proxy(settings)
     status, body = await post_raw(server, CHAT)
     assert status == 502 and body["error"]["type"] == "upstream_error"
 
 
-async def test_upstream_timeout_is_504(make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+async def test_upstream_timeout_is_504(make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
     server = await make_proxy(upstream_timeout_s=0.2)
     fake_upstream.queue(Reply(delay_s=3))
     status, body = await post_raw(server, CHAT)
@@ -94,20 +104,20 @@ async def test_upstream_timeout_is_504(make_proxy: Any, fake_upstream: FakeUpstr
     (400, {"message": "Invalid 'temperature'", "type": "invalid_request_error", "param": "temperature",
            "code": "invalid_value"}),
 ])
-async def test_upstream_errors_pass_through_unchanged(proxy_server: Any, fake_upstream: FakeUpstream,
+async def test_upstream_errors_pass_through_unchanged(proxy_server: TestServer, fake_upstream: FakeUpstream,
                                                       status: int, error: dict[str, Any]) -> None:
     fake_upstream.queue(ErrorReply(status, {"error": error}))
     got_status, body = await post_raw(proxy_server, CHAT)
     assert (got_status, body) == (status, {"error": error})
 
 
-async def test_upstream_error_without_json_is_502(proxy_server: Any, fake_upstream: FakeUpstream) -> None:
+async def test_upstream_error_without_json_is_502(proxy_server: TestServer, fake_upstream: FakeUpstream) -> None:
     fake_upstream.queue(ErrorReply(500, b"<html>oops</html>"))
     status, body = await post_raw(proxy_server, CHAT)
     assert status == 502 and body["error"]["type"] == "upstream_error"
 
 
-async def test_upstream_error_on_stream_open_passes_through(openai_client: Any,
+async def test_upstream_error_on_stream_open_passes_through(openai_client: AsyncOpenAI,
                                                             fake_upstream: FakeUpstream) -> None:
     fake_upstream.queue(ErrorReply(429, {"error": {"message": "slow", "type": "requests", "code": "x"}}))
     with pytest.raises(openai.RateLimitError):
@@ -116,7 +126,7 @@ async def test_upstream_error_on_stream_open_passes_through(openai_client: Any,
 
 @pytest.mark.parametrize("script", [Reply(text="a long reply cut short", chunk_size=2, cut_after=3),
                                     Reply(text="no done marker", omit_done=True)])
-async def test_broken_stream_ends_with_sse_error_event(openai_client: Any, fake_upstream: FakeUpstream,
+async def test_broken_stream_ends_with_sse_error_event(openai_client: AsyncOpenAI, fake_upstream: FakeUpstream,
                                                        script: Reply) -> None:
     fake_upstream.queue(script)
     stream = await openai_client.chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True)
@@ -125,10 +135,10 @@ async def test_broken_stream_ends_with_sse_error_event(openai_client: Any, fake_
         async for chunk in stream:
             received.append(chunk)
     assert received, "chunks before the cut reach the client"
-    assert err.value.body["type"] == "upstream_error"  # type: ignore[index]
+    assert error_body(err.value)["type"] == "upstream_error"
 
 
-async def test_broken_stream_stores_no_reply(make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+async def test_broken_stream_stores_no_reply(make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
     from tests.proxy.passthrough_engine import PassthroughEngine
 
     engines: list[PassthroughEngine] = []
@@ -154,7 +164,7 @@ class _BuggyEngine(PassthroughEngine):
 
 
 async def test_a_ctxproxy_bug_is_a_500_with_its_traceback_logged(
-        make_proxy: Any, fake_upstream: FakeUpstream) -> None:
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
     logs = io.StringIO()
     server = await make_proxy(engine_factory=lambda store, *_: _BuggyEngine(store), log_stream=logs)
     status, body = await post_raw(server, CHAT)
@@ -166,7 +176,7 @@ async def test_a_ctxproxy_bug_is_a_500_with_its_traceback_logged(
 
 
 async def test_a_bug_inside_the_upstream_call_is_a_500_not_a_502(
-        make_proxy: Any, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch) -> None:
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch) -> None:
     logs = io.StringIO()
     server = await make_proxy(log_stream=logs)
 
