@@ -59,7 +59,8 @@ async def test_malformed_requests_are_400(proxy_server: TestServer, data: bytes,
 async def test_invalid_messages_name_the_path(openai_client: AsyncOpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         await openai_client.chat.completions.create(
-            model="gpt-4o-mini", messages=sdk_messages([{"role": "user", "content": "a"}, {"content": "no role"}]))
+            model="gpt-4o-mini",
+            messages=sdk_messages([{"role": "user", "content": "a"}, {"content": "no role"}]))
     assert err.value.status_code == 400
     assert error_body(err.value)["param"].startswith("messages[1]")
 
@@ -111,7 +112,8 @@ async def test_upstream_errors_pass_through_unchanged(proxy_server: TestServer, 
     assert (got_status, body) == (status, {"error": error})
 
 
-async def test_upstream_error_without_json_is_502(proxy_server: TestServer, fake_upstream: FakeUpstream) -> None:
+async def test_upstream_error_without_json_is_502(proxy_server: TestServer,
+                                                  fake_upstream: FakeUpstream) -> None:
     fake_upstream.queue(ErrorReply(500, b"<html>oops</html>"))
     status, body = await post_raw(proxy_server, CHAT)
     assert status == 502 and body["error"]["type"] == "upstream_error"
@@ -126,8 +128,8 @@ async def test_upstream_error_on_stream_open_passes_through(openai_client: Async
 
 @pytest.mark.parametrize("script", [Reply(text="a long reply cut short", chunk_size=2, cut_after=3),
                                     Reply(text="no done marker", omit_done=True)])
-async def test_broken_stream_ends_with_sse_error_event(openai_client: AsyncOpenAI, fake_upstream: FakeUpstream,
-                                                       script: Reply) -> None:
+async def test_broken_stream_ends_with_sse_error_event(openai_client: AsyncOpenAI,
+                                                       fake_upstream: FakeUpstream, script: Reply) -> None:
     fake_upstream.queue(script)
     stream = await openai_client.chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True)
     received = []
