@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import openai
 import pytest
+from structlog.typing import FilteringBoundLogger
 
+from config.settings import Settings
 from proxy.app import default_engine
+from proxy.observability.metrics import Metrics
+from store.interface import StoreBackend
 from tests.conftest import TEST_API_KEY, ProxyFactory
 from tests.e2e.harness import RecordingEngine, settings_for, summarizer_responder
 from tests.fakes.upstream import FakeUpstream
@@ -46,7 +49,8 @@ async def rig(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, summarizer_
         summarizer_upstream.responder = summarizer_responder(behaviour, delay_s)
         holder: list[RecordingEngine] = []
 
-        def engine_factory(store: Any, settings: Any, metrics: Any, logger: Any) -> RecordingEngine:
+        def engine_factory(store: StoreBackend, settings: Settings, metrics: Metrics,
+                           logger: FilteringBoundLogger) -> RecordingEngine:
             holder.append(RecordingEngine(default_engine(store, settings, metrics, logger)))
             return holder[0]
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openai import AsyncOpenAI
+
 from compaction.anchors import ANCHOR_BLOCK_OPEN
 from compaction.summarizers import ExtractiveSummarizer, source_from_prompt
 from compaction.tokens import REPLY_PRIMING, TokenCounter
@@ -32,6 +34,7 @@ from config.settings import (
 from tests.e2e.conversation import Conversation, Step
 from tests.fakes.summarizer import INVENTED
 from tests.fakes.upstream import FakeUpstream, Reply, Script
+from tests.sdk_params import sdk_messages, sdk_tools
 
 JSON = dict[str, Any]
 MODEL = "gpt-4o-mini"
@@ -102,7 +105,7 @@ class Replay:
     waits: list[str | None] = field(default_factory=list)  # X-Ctxproxy-Summarizer-Wait per turn
 
 
-async def replay(client: Any, conv: Conversation, fake: FakeUpstream, engine: RecordingEngine, *,
+async def replay(client: AsyncOpenAI, conv: Conversation, fake: FakeUpstream, engine: RecordingEngine, *,
                  turns: int | None = None, settle: bool = True, model_delay_s: float = 0.0) -> Replay:
     """Send the conversation turn by turn, the client resending its full history each time.
 
@@ -116,7 +119,7 @@ async def replay(client: Any, conv: Conversation, fake: FakeUpstream, engine: Re
         history += [dict(m) for m in step.client]
         fake.queue(_reply_for(step, model_delay_s))
         raw = await client.chat.completions.with_raw_response.create(
-            model=MODEL, messages=history, tools=list(conv.tools))
+            model=MODEL, messages=sdk_messages(history), tools=sdk_tools(conv.tools))
         out.waits.append(raw.headers.get("x-ctxproxy-summarizer-wait"))
         response = raw.parse()
         out.received.append(body([dict(m) for m in history], list(conv.tools)))
@@ -132,7 +135,7 @@ def _reply_for(step: Step, delay_s: float = 0.0) -> Reply:
     return Reply(text=step.reply_text, tool_calls=list(step.reply_calls), delay_s=delay_s)
 
 
-async def paced_replay(client: Any, conv: Conversation, fake: FakeUpstream, engine: RecordingEngine,
+async def paced_replay(client: AsyncOpenAI, conv: Conversation, fake: FakeUpstream, engine: RecordingEngine,
                        *, turns: int, model_delay_s: float) -> Replay:
     """Back-to-back turns; the fake model takes `model_delay_s` to answer each (agent pacing)."""
     try:

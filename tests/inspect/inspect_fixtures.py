@@ -4,12 +4,15 @@ Kept out of conftest.py so test modules can import them by a unique module name.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from pytest_aiohttp import AiohttpServer
 
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
 from store.store import Store
@@ -53,7 +56,7 @@ def ui_settings(db_path: Path, admin_key: str | None) -> Settings:
                     server=replace(ServerSettings(), admin_key=admin_key))
 
 
-def build_app(settings: Settings) -> Any:
+def build_app(settings: Settings) -> web.Application:
     """create_app with an engine stand-in: the inspector only reads the store."""
     from proxy.app import create_app
 
@@ -61,12 +64,19 @@ def build_app(settings: Settings) -> Any:
 
 
 
-UiServerFactory = Callable[..., Awaitable[Any]]
+# What pytest-aiohttp's `aiohttp_client(server)` returns for a started TestServer.
+UiClient = TestClient[web.Request, None]
+
+
+class UiServerFactory(Protocol):
+    """The `make_ui_server` fixture: a started TestServer over the populated store."""
+
+    def __call__(self, admin_key: str | None = ADMIN_KEY) -> Awaitable[TestServer]: ...
 
 
 @pytest.fixture
-def make_ui_server(aiohttp_server: Any, populated: Populated) -> UiServerFactory:
-    async def factory(admin_key: str | None = ADMIN_KEY) -> Any:
+def make_ui_server(aiohttp_server: AiohttpServer, populated: Populated) -> UiServerFactory:
+    async def factory(admin_key: str | None = ADMIN_KEY) -> TestServer:
         return await aiohttp_server(build_app(ui_settings(populated.db_path, admin_key)))
 
     return factory

@@ -8,7 +8,7 @@ from pytest_aiohttp import AiohttpClient
 from config.settings import StoreSettings
 from proxy.inspector import view as inspect_view
 from store.store import Store
-from tests.inspect.inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiServerFactory
+from tests.inspect.inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiClient, UiServerFactory
 from tests.inspect.inspect_scenario import ORIGINAL_TEXT
 
 BEARER = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -16,7 +16,7 @@ BEARER = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 async def test_disabled_without_admin_key(make_ui_server: UiServerFactory,
                                           aiohttp_client: AiohttpClient) -> None:
-    client = await aiohttp_client(await make_ui_server(admin_key=None))
+    client: UiClient = await aiohttp_client(await make_ui_server(admin_key=None))
     page = await client.get("/ui/")
     assert page.status == 404 and "set server.admin_key" in await page.text()
     api = await client.get("/ui/api/conversations", headers=BEARER)
@@ -27,7 +27,7 @@ async def test_disabled_without_admin_key(make_ui_server: UiServerFactory,
 
 
 async def test_credentials_required(make_ui_server: UiServerFactory, aiohttp_client: AiohttpClient) -> None:
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     api = await client.get("/ui/api/conversations")
     assert api.status == 401 and (await api.json())["error"]["type"] == "authentication_error"
     wrong = await client.get("/ui/api/conversations", headers={"Authorization": "Bearer nope"})
@@ -41,7 +41,7 @@ async def test_credentials_required(make_ui_server: UiServerFactory, aiohttp_cli
 
 async def test_cookie_login_and_logout(make_ui_server: UiServerFactory,
                                        aiohttp_client: AiohttpClient) -> None:
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     bad = await client.post("/ui/login", data={"admin_key": "wrong"}, allow_redirects=False)
     assert bad.status == 401 and 'data-testid="login-error"' in await bad.text()
     good = await client.post("/ui/login", data={"admin_key": ADMIN_KEY}, allow_redirects=False)
@@ -59,7 +59,7 @@ async def test_cookie_login_and_logout(make_ui_server: UiServerFactory,
 
 async def test_api_lists_every_tenant(make_ui_server: UiServerFactory, aiohttp_client: AiohttpClient,
                                       populated: Populated) -> None:
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     body = await (await client.get("/ui/api/conversations", headers=BEARER)).json()
     tenants = {t["id"]: t["conversations"] for t in body["tenants"]}
     assert tenants == {populated.scenario.tenant_id: 1, populated.other_tenant: 1}
@@ -73,7 +73,7 @@ async def test_api_detail_is_the_inspection_model(make_ui_server: UiServerFactor
                                                   aiohttp_client: AiohttpClient,
                                                   populated: Populated) -> None:
     sc = populated.scenario
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     resp = await client.get(f"/ui/api/tenants/{sc.tenant_id}/conversations/{sc.conversation_id}",
                             headers=BEARER)
     assert resp.status == 200 and resp.headers["Cache-Control"] == "no-store"
@@ -94,7 +94,7 @@ async def test_api_expand_reaches_original_messages(make_ui_server: UiServerFact
                                                     aiohttp_client: AiohttpClient,
                                                     populated: Populated) -> None:
     sc = populated.scenario
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     resp = await client.get(f"/ui/api/tenants/{sc.tenant_id}/summaries/{sc.condensed.id}/expand",
                             headers=BEARER)
     tree = await resp.json()
@@ -108,7 +108,7 @@ async def test_api_expand_reaches_original_messages(make_ui_server: UiServerFact
 
 async def test_static_assets_are_served_from_an_allow_list(make_ui_server: UiServerFactory,
                                                            aiohttp_client: AiohttpClient) -> None:
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     js = await client.get("/ui/static/app.js", headers=BEARER)
     assert js.status == 200 and js.headers["Content-Type"].startswith("text/javascript")
     assert "innerHTML" not in await js.text()

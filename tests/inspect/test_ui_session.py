@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from aiohttp import ClientResponse
 from pytest_aiohttp import AiohttpClient
 
 from proxy.inspector.session import FAILURE_LIMIT, LOCKOUT_S, SESSION_MAX_AGE_S, SESSIONS, UiSessions
-from tests.inspect.inspect_fixtures import ADMIN_KEY, UiServerFactory
+from tests.inspect.inspect_fixtures import ADMIN_KEY, UiClient, UiServerFactory
 
 
 class Clock:
@@ -70,13 +69,14 @@ def test_failures_spread_over_more_than_a_minute_do_not_lock() -> None:
     assert sessions.retry_after("10.0.0.1") == 0
 
 
-async def _login(client: Any, key: str, **headers: str) -> Any:
+async def _login(client: UiClient, key: str,
+                 **headers: str) -> ClientResponse:
     return await client.post("/ui/login", data={"admin_key": key}, allow_redirects=False, headers=headers)
 
 
 async def test_cookie_has_max_age_and_secure_behind_a_tls_proxy(make_ui_server: UiServerFactory,
                                                                 aiohttp_client: AiohttpClient) -> None:
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     plain = (await _login(client, ADMIN_KEY)).headers["Set-Cookie"]
     assert f"Max-Age={SESSION_MAX_AGE_S}" in plain and "Secure" not in plain
     proxied = (await _login(client, ADMIN_KEY, **{"X-Forwarded-Proto": "https"})).headers["Set-Cookie"]
@@ -88,7 +88,7 @@ async def test_logout_revokes_a_copied_cookie_and_sessions_expire(make_ui_server
     server = await make_ui_server()
     clock = Clock()
     server.app[SESSIONS].clock = clock
-    client = await aiohttp_client(server)
+    client: UiClient = await aiohttp_client(server)
     first = (await _login(client, ADMIN_KEY)).cookies["ctxproxy_admin"].value
     copied = {"Cookie": f"ctxproxy_admin={first}"}
     assert (await client.get("/ui/api/conversations", headers=copied)).status == 200
@@ -108,7 +108,7 @@ async def test_repeated_failures_get_429_even_with_the_right_key(make_ui_server:
     server = await make_ui_server()
     clock = Clock()
     server.app[SESSIONS].clock = clock
-    client = await aiohttp_client(server)
+    client: UiClient = await aiohttp_client(server)
     for _ in range(FAILURE_LIMIT):
         assert (await _login(client, "wrong")).status == 401
     locked = await _login(client, ADMIN_KEY)
@@ -120,7 +120,7 @@ async def test_repeated_failures_get_429_even_with_the_right_key(make_ui_server:
 
 async def test_bearer_scheme_is_case_insensitive(make_ui_server: UiServerFactory,
                                                  aiohttp_client: AiohttpClient) -> None:
-    client = await aiohttp_client(await make_ui_server())
+    client: UiClient = await aiohttp_client(await make_ui_server())
     for scheme in ("Bearer", "bearer", "BEARER"):
         resp = await client.get("/ui/api/conversations", headers={"Authorization": f"{scheme} {ADMIN_KEY}"})
         assert resp.status == 200

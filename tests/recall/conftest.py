@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
+from pytest_aiohttp import AiohttpServer
 
 from proxy.app import create_app
 from tests.fakes.engine import UnusedEngine
@@ -20,7 +20,7 @@ def populated(tmp_path: Path) -> Populated:
 
 
 @pytest.fixture
-async def base_url(populated: Populated, aiohttp_server: Any) -> AsyncIterator[str]:
+async def base_url(populated: Populated, aiohttp_server: AiohttpServer) -> AsyncIterator[str]:
     app = create_app(settings_for(populated.path), engine_factory=lambda *_: UnusedEngine())
     server = await aiohttp_server(app)
     yield str(server.make_url("/v1"))
