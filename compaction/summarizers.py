@@ -13,7 +13,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from compaction import llm
 from compaction.prompts import EXPAND_LINE_PREFIX, SECTIONS
@@ -182,11 +182,19 @@ def _topics(source: str, limit: int = 5) -> list[str]:
 # ---------------------------------------------------------------------------------- circuit breaker
 
 
-class CircuitBreaker:
-    """Wraps a Summarizer: opens after `failures` consecutive failures, one trial after `reset_s`.
+BreakerFailure = Literal["transport", "timeout", "rejection"]
+OPENING_FAILURES: frozenset[BreakerFailure] = frozenset({"transport", "timeout"})
 
-    A failure is an exception, a timeout or cancellation (re-raised after counting), or an answer
-    the caller later finds unusable and reports with `record_failure()` (empty, unverified, ...).
+
+class CircuitBreaker:
+    """Wraps a Summarizer: opens after `failures` consecutive transport failures or timeouts, then
+    lets one trial call through after `reset_s`.
+
+    `complete()` counts what it sees itself: an exception is a `transport` failure, a timeout or a
+    cancellation a `timeout` (both re-raised). A content rejection found later by the caller (empty,
+    not shorter, too long, unverified) is reported with `record_failure("rejection")` (or
+    `record_rejection()`): it is counted in `rejections` but never opens the circuit, because the
+    endpoint answered and the next fallback level handles the content.
     """
 
     def __init__(self, inner: Summarizer, *, failures: int = 5, reset_s: float = 60.0,
@@ -198,7 +206,7 @@ class CircuitBreaker:
         self._consecutive = 0
         self._opened_at: float | None = None
         self._trial_running = False
-        self._before_success: tuple[int, float | None] | None = None  # state the last success reset
+        self.rejections = 0  # content rejections reported by the caller (observability only)
 
     @property
     def name(self) -> str:
@@ -217,26 +225,31 @@ class CircuitBreaker:
             raise SummarizerError(f"summariser {self.name} circuit open after "
                                   f"{self._consecutive} consecutive failures", code="circuit_open")
         self._trial_running = state == "half_open"
-        self._before_success = None
         try:
             result = await self.inner.complete(request)
-        except (Exception, asyncio.CancelledError):  # a timeout cancels the call: count it too
-            self._record_failure()
+        except (TimeoutError, asyncio.CancelledError):  # a timeout cancels the call: count it too
+            self.record_failure("timeout")
+            raise
+        except Exception:
+            self.record_failure("transport")
             raise
         finally:
             self._trial_running = False
-        self._before_success = (self._consecutive, self._opened_at)
-        self._consecutive, self._opened_at = 0, None
+        self._consecutive, self._opened_at = 0, None  # the endpoint answered: transport is fine
         return result
 
-    def record_failure(self) -> None:
-        """The last answer was unusable: undo the reset its success caused and count a failure."""
-        if self._before_success is not None:
-            self._consecutive, self._opened_at = self._before_success
-            self._before_success = None
-        self._record_failure()
+    def record_failure(self, kind: BreakerFailure = "rejection") -> None:
+        """Count a failure of `kind`; only `transport` and `timeout` move the circuit towards open.
 
-    def _record_failure(self) -> None:
+        The default is a content rejection (the one report callers made before kinds existed).
+        """
+        if kind not in OPENING_FAILURES:
+            self.record_rejection()
+            return
         self._consecutive += 1
         if self._opened_at is not None or self._consecutive >= self._threshold:
             self._opened_at = self._clock()
+
+    def record_rejection(self) -> None:
+        """The last answer arrived but its content was unusable: counted, never opens the circuit."""
+        self.rejections += 1

@@ -1,4 +1,5 @@
-"""Circuit breaker: timeouts and unusable answers count as failures; one breaker per endpoint."""
+"""Circuit breaker: transport failures and timeouts open it, content rejections never do; one breaker
+per endpoint."""
 
 from __future__ import annotations
 
@@ -72,17 +73,44 @@ async def test_cancellation_counts_and_is_reraised() -> None:
 
 
 @pytest.mark.parametrize("behaviour", ["empty", "inventing", "verbose"])
-async def test_unusable_answers_trip_the_breaker_through_escalation(behaviour: str) -> None:
+async def test_content_rejections_never_open_the_breaker(behaviour: str) -> None:
+    """An endpoint that answers with unusable text is working: the next fallback level handles the
+    content, and the summariser stays in use (issue 10: rejections are not failures)."""
     inner = ScriptedSummarizer(behaviour)
-    breaker = CircuitBreaker(inner, failures=3, reset_s=30, clock=Clock())
+    breaker = CircuitBreaker(inner, failures=2, reset_s=30, clock=Clock())
     observed = ObservedSummarizer(breaker, NullObserver())
     counter = TokenCounter.for_model(MODEL)
-    for _ in range(2):  # two levels per run: 4 unusable answers
+    for _ in range(3):
         outcome = await summarize_with_escalation(
             observed, kind="leaf", sources_text=SOURCES, anchors_text="", target_tokens=60,
             counter=counter, input_tokens=counter.count_text(SOURCES))
-        assert outcome.level == "truncation"
-    assert state_of(breaker) == "open" and inner.call_count == 3
+        assert outcome.model != inner.name  # the rejected text was not committed
+    assert state_of(breaker) == "closed"
+    assert inner.call_count >= 3 and breaker.rejections == inner.call_count
+
+
+async def test_failure_kinds_transport_and_timeout_open_rejection_does_not() -> None:
+    breaker = CircuitBreaker(ScriptedSummarizer("faithful"), failures=2, reset_s=30, clock=Clock())
+    for _ in range(5):
+        breaker.record_failure("rejection")
+    breaker.record_rejection()
+    breaker.record_failure()  # the default kind is a content rejection
+    assert state_of(breaker) == "closed" and breaker.rejections == 7
+    breaker.record_failure("transport")
+    assert state_of(breaker) == "closed"
+    breaker.record_failure("timeout")
+    assert state_of(breaker) == "open"
+
+
+async def test_rejections_do_not_undo_the_reset_of_a_successful_call() -> None:
+    breaker = CircuitBreaker(ScriptedSummarizer(script=["failing", "faithful"]), failures=2,
+                             reset_s=30, clock=Clock())
+    with pytest.raises(SummarizerError):
+        await breaker.complete(REQUEST)
+    await breaker.complete(REQUEST)
+    breaker.record_rejection()  # the answer was unusable, but the endpoint answered
+    breaker.record_failure("transport")
+    assert state_of(breaker) == "closed"  # one failure since the reset, threshold two
 
 
 async def test_usable_answer_still_resets_the_count() -> None:
