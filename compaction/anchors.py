@@ -28,7 +28,8 @@ from compaction.anchor_block import (
     render_anchor_block,
 )
 from compaction.anchor_cues import CORRECTION, HEDGE, RULED_OUT, Sentence, decision_in, sentence_at, sentences
-from store.anchors import RevisionDraft
+from compaction.anchor_index import index_drafts
+from store.anchors import RevisionDraft, value_in
 from store.content import message_text
 from store.models import AnchorDraft, StoredMessage
 
@@ -39,6 +40,15 @@ PINNED_MAX_CHARS = 800
 TOOL_RESULT_SCAN_CHARS = 4_000  # tool results are scanned only for ids/paths/urls, bounded
 DECISION_MAX_CHARS = 200  # decisions and ruled-out sentences: short, verbatim prefix
 TOOL_KINDS = frozenset({"url", "email", "id", "path", "code", "ticket", "labelled"})
+_ID_KINDS = frozenset({"id", "code", "ticket", "labelled", "idtoken", "path"})  # widened to the token
+_ID_CHAR = re.compile(r"[A-Za-z0-9_]")
+_RIGHT_JOINERS = "-_./#+"
+_LEFT_JOINERS = "-_.#"
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+# Not ids: "python3", "utf-8", "300ms", "1mbold" (an ANSI code), "16-byte", "12:30", "1.pane_id",
+# regex ranges ("a-zA-Z0-9"); a token with "/" is a path or nothing.
+_NOT_AN_ID = re.compile(r"[a-z]+[-_]?\d{1,3}|\d+(?:[.,]\d+)*[A-Za-z%]{1,4}|\d+[a-z]+|\d+-[a-z]+"
+                        r"|\d{1,2}:\d{2}(?::\d{2})?|\d+[.:][a-z_]\w*|.*(?:a-z|A-Z|0-9|/).*")
 
 _MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
            r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
@@ -54,12 +64,13 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
     ("url", re.compile(r"\bhttps?://[^\s<>\"'()\[\]]+[^\s<>\"'()\[\].,;:!?]"), 0),
     ("email", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"), 0),
     ("id", re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), 0),
-    ("path", re.compile(r"(?<![\w/:.])(?:[A-Za-z]:\\[^\s\"'<>|]+|~?/(?:[\w.@-]+/)*[\w@-]+\.\w{1,8}"
+    ("path", re.compile(r"(?<![\w/:.\\])(?:[A-Za-z]:\\[\w.-]{2,}(?:\\[\w.-]+)*"
+                        r"|~?/(?:[\w.@-]+/)*[\w@-]+\.\w{1,8}"
                         r"|~?/(?:[\w.@-]+/){2,}[\w.@-]*|(?:[\w.@-]+/)+[\w@-]+\.[A-Za-z]\w{0,7})\b"), 0),
     ("code", re.compile(r"\b[A-Z][A-Z0-9]{1,9}(?:-[A-Z0-9]+)*-\d{2,}\b"), 0),
     ("ticket", re.compile(r"(?i)\b(?:ticket|issue|bug|case|pr|pull request)\s*(#\d{2,})\b"), 1),
     ("labelled", re.compile(r"(?i)\b(?:number|no\.?|nr\.?|id|code|#)\s*(?:is|:|=)?\s*"
-                            r"(?-i:([A-Z0-9][A-Z0-9-]{2,}))\b"), 1),
+                            r"(?-i:((?=[A-Z-]*\d)[A-Z0-9][A-Z0-9-]{2,}))\b"), 1),
     ("date", re.compile(
         rf"\b\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?(?:Z|[+-]\d{{2}}:?\d{{2}})?)?\b"
         rf"|\b{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
@@ -70,6 +81,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
         rf"|\b(?:{_CURRENCY_CODES})\s?(?:{_NUM})\b"
         rf"|\b(?:{_NUM})\s?(?:{_CURRENCY_CODES}|dollars|euros|reais)\b"
         rf"|\b(?:{_NUM})\s?(?:{_UNITS})(?![\w])"), 0),
+    ("idtoken", re.compile(r"(?<![\w.#/-])(?=[\w.:#-]*\d)(?=[\w.:#-]*[A-Za-z])[A-Za-z0-9]+"
+                           r"(?:[-_.:#][A-Za-z0-9]+)*(?![\w-])"), 0),
     ("name", re.compile(
         rf"(?i:\bmy name is|\bi am|\bi'm|\bname\s*:|\bcustomer|\bclient|\bcontact\s*:?|\bsigned,?)"
         rf"\s+({_NAME})|(?m:^\s*(?:—|--|-)\s*({_NAME})\s*$)"), -1),
@@ -107,12 +120,13 @@ _ID_LABEL = re.compile(r"(?i)(?:number|no\.?|id|code|#)\s*(?:is|:|=)?\s*$")
 
 
 def extract_anchors(messages: Sequence[StoredMessage]) -> list[AnchorDraft]:
-    """Anchor drafts for `messages`, in source order, without duplicates (kind, key, value)."""
+    """Anchor drafts for `messages`, in source order, without duplicates (kind, key, value):
+    facts of the conversation's prose, then the agent index of each message (anchor_index.py)."""
     mentioned = "\n".join(message_text(m.message) for m in messages if m.role in ("user", "assistant"))
     drafts: list[AnchorDraft] = []
     seen: set[tuple[str, str, str]] = set()
     for stored in messages:
-        for draft in _drafts_for(stored, mentioned):
+        for draft in [*_drafts_for(stored, mentioned), *index_drafts(stored)]:
             ident = (draft.kind, draft.key, draft.value)
             if ident not in seen:
                 seen.add(ident)
@@ -121,15 +135,19 @@ def extract_anchors(messages: Sequence[StoredMessage]) -> list[AnchorDraft]:
 
 
 def _drafts_for(stored: StoredMessage, mentioned: str) -> Iterator[AnchorDraft]:
-    """Pinned text, then the message's anchors in text order (the store applies them in order)."""
+    """Pinned text, then the message's anchors in text order (the store applies them in order).
+
+    Prose only: an assistant's tool-call arguments (code, commands) belong to the agent index, and
+    fenced code blocks are blanked, so source code never yields facts.
+    """
     text = message_text(stored.message)
     if stored.pinned:
         yield _pinned_draft(stored, text)
-    if stored.role == "tool":  # noisy listings: only ids, and paths someone actually named
-        found = [f for f in _scan(text[:TOOL_RESULT_SCAN_CHARS], TOOL_KINDS)
-                 if f[1] != "path" or f[3] in mentioned]
+    if stored.role == "tool":  # noisy listings: a few ids, and paths someone actually named
+        found = _tool_result_facts(text[:TOOL_RESULT_SCAN_CHARS], mentioned)
         spans: list[Sentence] = []
     elif stored.role in ("user", "assistant"):
+        text = _blank_code(_prose(stored))
         spans = sentences(text)
         found = _scan(text, None) + _sentence_anchors(spans)
     else:
@@ -139,6 +157,23 @@ def _drafts_for(stored: StoredMessage, mentioned: str) -> Iterator[AnchorDraft]:
         if kind in _HEDGEABLE and sentence is not None and RULED_OUT.search(sentence.text):
             continue  # a value named while ruling it out is not a fact
         yield _draft(stored, kind, key, value, sentence)
+
+
+def _prose(stored: StoredMessage) -> str:
+    content = stored.message.get("content")
+    return content if isinstance(content, str) else message_text({"content": content})
+
+
+def _blank_code(text: str) -> str:
+    """Fenced code blocks replaced by spaces (offsets kept)."""
+    return _FENCED.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+def _tool_result_facts(text: str, mentioned: str) -> list[tuple[int, str, str, str]]:
+    """Ids and paths of a tool result that a user or assistant message (or a tool call) names too:
+    listings, logs and fixtures are full of ids nobody needs. Keyed by value (no labels)."""
+    return [(start, kind, _value_key(value), value) for start, kind, _key, value in _scan(text, TOOL_KINDS)
+            if value_in(value, mentioned)]
 
 
 def _sentence_anchors(spans: list[Sentence]) -> list[tuple[int, str, str, str]]:
@@ -187,21 +222,45 @@ def _pinned_draft(stored: StoredMessage, text: str) -> AnchorDraft:
 
 
 def _scan(text: str, kinds: frozenset[str] | None) -> list[tuple[int, str, str, str]]:
-    """(start, kind, key, value) of every non-overlapping match; earlier patterns claim spans first."""
+    """(start, kind, key, value) of every non-overlapping match; earlier patterns claim spans first.
+
+    A value is always a whole token span: an id-like match inside a longer token is widened to the
+    whole token ("ORD-4471" in "ORD-4471-B"), any other match inside a token is dropped.
+    """
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, str, str, str]] = []
     for kind, pattern, group in _PATTERNS:
-        if kinds is not None and kind not in kinds:
+        if kinds is not None and kind not in kinds and not (kind == "idtoken" and "id" in kinds):
             continue
         for match in pattern.finditer(text):
             start, end, value = _match_span(match, group)
+            if value and kind not in ("url", "email"):
+                start, end, value = _whole_token(text, start, end, widen=kind in _ID_KINDS)
             if not value or any(start < e and s < end for s, e in taken):
+                continue
+            if kind == "idtoken" and (len(value) < 5 or _NOT_AN_ID.fullmatch(value)):
                 continue
             taken.append((start, end))
             classified = _classify(kind, text, start, value)
             if classified is not None:
                 found.append((start, *classified))
     return found
+
+
+def _whole_token(text: str, start: int, end: int, *, widen: bool) -> tuple[int, int, str]:
+    """The span widened to its whole identifier token; empty when not widened and not whole."""
+    wide_start, wide_end = start, end
+    while wide_end < len(text) and (_ID_CHAR.match(text[wide_end]) or (
+            text[wide_end] in _RIGHT_JOINERS and wide_end + 1 < len(text)
+            and _ID_CHAR.match(text[wide_end + 1]))):
+        wide_end += 1
+    while wide_start > 0 and (_ID_CHAR.match(text[wide_start - 1]) or (
+            text[wide_start - 1] in _LEFT_JOINERS and wide_start >= 2
+            and _ID_CHAR.match(text[wide_start - 2]))):
+        wide_start -= 1
+    if (wide_start, wide_end) == (start, end) or widen:
+        return wide_start, wide_end, text[wide_start:wide_end]
+    return start, end, ""
 
 
 def _match_span(match: re.Match[str], group: int) -> tuple[int, int, str]:
@@ -220,7 +279,7 @@ def _classify(kind: str, text: str, start: int, value: str) -> tuple[str, str, s
         return None
     label = derive_key(before)
     linked = bool(label and _LINKED.search(before) and not _ENUMERATION.match(text[start + len(value):]))
-    if kind in ("code", "labelled", "ticket"):
+    if kind in ("code", "labelled", "ticket", "idtoken"):
         return _classify_id(kind, value, label, before, linked)
     if kind in _KEYED_KINDS:
         if not label and kind == "date" and (_DEADLINE_WORDS.search(before) or "by" in value.lower()):
