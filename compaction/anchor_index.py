@@ -38,7 +38,8 @@ _SYMBOL = re.compile(r"[A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*")
 _BACKTICKED = re.compile(r"`([A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)*)(?:\(\))?`")
 _ERROR_LINE = re.compile(
     r"(?m)^[ \t]*(?:E[ \t]+)?(?P<line>(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::[^\n]*)?"
-    r"|\*\* \(\w+\)[^\n]*|(?:error|fatal|FAILED|ERROR|panic)(?:\[\w+\])?:[^\n]*|FAILED [^\n]+)[ \t]*$")
+    r"|\*\* \(\w+\)[^\n]*|(?:error|fatal|FAILED|ERROR|panic)(?:\[\w+\])?:[^\n]*|FAILED [^\n]+"
+    r"|[\w./-]+:\d+: (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b[^\n]*)[ \t]*$")
 _INLINE_ERROR = re.compile(r"(?<![\w.])(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::[ \t]?(?:'[^'\n]{1,80}'"
                            r"|\"[^\"\n]{1,80}\"|[^\s.,;)]+))?")
 _EXTENSIONS = frozenset("""
@@ -155,7 +156,7 @@ def _argument_entries(key: str, text: str, action: Action) -> Iterator[tuple[Ind
         command = bounded(text)
         if command:
             yield ("command", "ran", command)
-        yield from _command_files(text)
+        yield from command_files(text)
     elif key in _CODE_KEYS:
         yield from (("symbol", "edited", m.group(1)) for m in _DEFINITION.finditer(text)
                     if _code_shaped(m.group(1)))
@@ -163,7 +164,7 @@ def _argument_entries(key: str, text: str, action: Action) -> Iterator[tuple[Ind
         yield ("symbol", "seen", text)
 
 
-def _command_files(command: str) -> Iterator[tuple[IndexKind, Action, str]]:
+def command_files(command: str) -> Iterator[tuple[IndexKind, Action, str]]:
     """Paths a shell command names (first line and heredoc target), edited when it writes them."""
     head = re.sub(r"'[^']*'", lambda m: " " * len(m.group()), command.split("\n", 1)[0])  # sed/awk scripts
     for match in _PATH_TOKEN.finditer(head):

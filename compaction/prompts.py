@@ -14,7 +14,7 @@ from compaction.types import PromptLevel, SummaryRequest
 from store.content import message_text
 from store.models import StoredMessage, SummaryKind, SummaryRecord
 
-PROMPT_VERSION = "2026-11-30.1"
+PROMPT_VERSION = "2026-12-01.1"
 SECTIONS = ("Intent", "Decisions", "Files and artifacts", "Errors and fixes",
             "Open operations and approvals", "Next steps")
 EXPAND_LINE_PREFIX = "Expand for details about:"
@@ -31,9 +31,24 @@ may refer to them briefly, but never change them.
 - Keep unresolved errors, pending approvals and operations with unknown status explicitly open.
 - Write in the language of the conversation. No preamble, no closing remarks."""
 
-_FORMAT = "\n".join(f"## {s}" for s in SECTIONS) + f"\n{EXPAND_LINE_PREFIX} <comma-separated topics>"
+_FORMAT = "\n".join(f"## {s}" for s in SECTIONS) + \
+    f"\n{EXPAND_LINE_PREFIX} <topic (#id, #id)>, <topic (#id)>, ..."
+_SECTION_GUIDE = """What goes where (agent sessions are mostly tool calls; keep what the agent needs later):
+- Intent: the user's original request and any later change of intent, in their words.
+- Decisions: what was decided or chosen, with the reason when given; never a discarded idea.
+- Files and artifacts: every file created, edited or read (path as written, what was done, #ids), \
+and the tool calls that matter with their key argument (the command, the file, the pattern).
+- Errors and fixes: each error with its exact message line, and the fix that resolved it; an \
+unresolved error stays here as open.
+- Open operations and approvals: calls without a result, background tasks, pending approvals, \
+operations whose outcome is unknown (with their ids).
+- Next steps: the last state of the task (what was just done, what is in progress) and what comes next.
+Cite source messages as #<message id>. The last line names the topics to expand with their message \
+ids, e.g. "Expand for details about: the parser rewrite (#<id>, #<id>), the failing test run (#<id>)"."""
 _FORMAT_RULES = f"""Answer in exactly this structure (write "- none" under an empty section):
-{_FORMAT}"""
+{_FORMAT}
+
+{_SECTION_GUIDE}"""
 
 _LEVEL_FOCUS = {
     "normal": "Keep the decisions and their rationale, file operations (which files were created, "

@@ -1,27 +1,26 @@
 """Summarisers behind the `Summarizer` protocol: litellm-backed, local extractive, circuit breaker.
 
-`ExtractiveSummarizer` needs no model: it copies whole sentences of the source into the structured
-sections, so its output always passes verification. `CircuitBreaker` stops calling a failing
-summariser for a while so compaction falls through to local levels quickly.
+`ExtractiveSummarizer` (compaction/extractive.py) needs no model: it copies lines of the source into
+the structured sections, so its output always passes verification. `CircuitBreaker` stops calling a
+summariser whose transport keeps failing, so compaction falls through to local levels quickly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal
 
 from compaction import llm
-from compaction.prompts import EXPAND_LINE_PREFIX, SECTIONS
+from compaction.extractive import ExtractiveSummarizer, source_from_prompt
 from compaction.redact import redact
-from compaction.tokens import TokenCounter
 from compaction.types import CircuitState, Summarizer, SummaryRequest
 from config.errors import SummarizerError
-from config.settings import LOCAL_EXTRACTIVE
+
+__all__ = ["OPENING_FAILURES", "BreakerFailure", "CircuitBreaker", "ExtractiveSummarizer",
+           "LiteLLMSummarizer", "endpoint_identity", "source_from_prompt"]
 
 
 def endpoint_identity(model: str, api_base: str | None, api_key: str | None) -> str:
@@ -66,117 +65,6 @@ class LiteLLMSummarizer:
         except Exception as exc:  # any provider failure is a summariser failure (data, not a crash)
             raise SummarizerError(f"{self.model}: {type(exc).__name__}: {redact(str(exc))[:300]}") from exc
         return llm.response_text(response)
-
-
-# ------------------------------------------------------------------------------ extractive (local)
-
-_BLOCK_HEADER = re.compile(r"^\[(#\d+) (\w+)\]$|^\[(sum_\w+) summary[^\]]*\]$")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-_PATHISH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w+|[A-Za-z]:\\\S+")
-_SECTION_KEYWORDS: dict[str, re.Pattern[str]] = {
-    "Decisions": re.compile(r"(?i)\b(decided|decision|let's go with|agreed|approved|we will use|"
-                            r"we'll use|chose|choose|going with)\b"),
-    "Files and artifacts": _PATHISH,
-    "Errors and fixes": re.compile(r"(?i)\b(error|exception|failed|failure|fix(?:ed)?|bug|traceback|"
-                                   r"crash(?:ed)?)\b"),
-    "Open operations and approvals": re.compile(r"(?i)\b(pending|waiting|approval|approve|todo|"
-                                                r"blocked|unknown status|not yet|awaiting)\b"),
-    "Next steps": re.compile(r"(?i)\b(next|will|plan to|then|going to|should)\b"),
-}
-_TOPIC_STOPWORDS = frozenset("""
-that this with from have will would should could about there their which what when where been
-were they them then than into your also just like some more only other need want make user
-assistant summary message messages please thanks
-""".split())  # noqa: SIM905
-MAX_SENTENCE_CHARS = 400
-
-
-def source_from_prompt(user_prompt: str) -> str:
-    """The `<text>` part of a summariser user prompt (the whole prompt if not delimited)."""
-    start, end = user_prompt.find("<text>\n"), user_prompt.rfind("\n</text>")
-    return user_prompt[start + 7:end] if start >= 0 and end > start else user_prompt
-
-
-def _units(source: str) -> list[tuple[str, str, str]]:
-    """(ref, role, sentence) for every sentence of every block, in order."""
-    ref, role, units = "", "", []
-    for line in source.splitlines():
-        header = _BLOCK_HEADER.match(line.strip())
-        if header:
-            ref = header.group(1) or header.group(3) or ""
-            role = header.group(2) or "summary"
-            continue
-        for sentence in _SENTENCE_SPLIT.split(line):
-            sentence = sentence.strip()
-            if len(sentence) >= 3 and len(sentence) <= MAX_SENTENCE_CHARS:
-                units.append((ref, role, sentence))
-    return units
-
-
-class ExtractiveSummarizer:
-    """`local/extractive`: deterministic sentence selection into the structured sections."""
-
-    def __init__(self, counter: TokenCounter | None = None) -> None:
-        self._counter = counter
-
-    @property
-    def name(self) -> str:
-        return LOCAL_EXTRACTIVE
-
-    async def complete(self, request: SummaryRequest) -> str:
-        return self.summarise(source_from_prompt(request.user_prompt), request.target_tokens)
-
-    def summarise(self, source: str, target_tokens: int) -> str:
-        """Structured, verbatim summary of `source` in about `target_tokens`."""
-        counter = self._counter or TokenCounter.for_model("")
-        candidates = self._candidates(_units(source))
-        chosen: dict[str, list[str]] = {s: [] for s in SECTIONS}
-        used = counter.count_text(self._render(chosen, source))
-        for section, line in self._round_robin(candidates):
-            cost = counter.count_text(line) + 1
-            if used + cost <= target_tokens:
-                chosen[section].append(line)
-                used += cost
-        return self._render(chosen, source)
-
-    def _candidates(self, units: list[tuple[str, str, str]]) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {s: [] for s in SECTIONS}
-        used: set[str] = set()
-        user_units = [u for u in units if u[1] == "user"] or units
-        out["Intent"] = [_bullet(ref, s) for ref, _, s in user_units[:3]]
-        used.update(s for _, _, s in user_units[:3])
-        tail = units[-12:]
-        for section, pattern in _SECTION_KEYWORDS.items():
-            pool = tail if section == "Next steps" else units
-            for ref, _, sentence in pool:
-                if sentence not in used and pattern.search(sentence):
-                    out[section].append(_bullet(ref, sentence))
-                    used.add(sentence)
-        return out
-
-    @staticmethod
-    def _round_robin(candidates: dict[str, list[str]]) -> list[tuple[str, str]]:
-        order: list[tuple[str, str]] = []
-        depth = max((len(v) for v in candidates.values()), default=0)
-        for index in range(depth):
-            order += [(s, lines[index]) for s, lines in candidates.items() if index < len(lines)]
-        return order
-
-    @staticmethod
-    def _render(chosen: dict[str, list[str]], source: str) -> str:
-        body = [f"## {s}\n" + ("\n".join(chosen[s]) or "- none") for s in SECTIONS]
-        return "\n".join(body) + f"\n{EXPAND_LINE_PREFIX} {', '.join(_topics(source))}"
-
-
-def _bullet(ref: str, sentence: str) -> str:
-    return f"- {sentence} ({ref})" if ref else f"- {sentence}"
-
-
-def _topics(source: str, limit: int = 5) -> list[str]:
-    """The most frequent content words of the source (lowercase, as written), for the expand line."""
-    words = re.findall(r"\b[a-z][a-z_-]{3,}\b", source)
-    counts = Counter(w for w in words if w not in _TOPIC_STOPWORDS)
-    return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]] or ["history"]
 
 
 # ---------------------------------------------------------------------------------- circuit breaker

@@ -344,15 +344,27 @@ def _stems(word: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
+class FactChecker:
+    """The verifier for many texts against the same sources (the reference is indexed once)."""
+
+    def __init__(self, sources_text: str, anchors_text: str = "") -> None:
+        self._reference = Reference(f"{sources_text}\n{anchors_text}")
+
+    def unsupported(self, text: str) -> list[str]:
+        """The facts of `text` that the sources and anchors do not hold (sorted, unique)."""
+        rejected: set[str] = set()
+        for fact in text_facts(text):
+            missing = (_lead_is_fact(fact, self._reference) if fact.kind == "lead"
+                       else not self._reference.has(fact))
+            if missing:
+                rejected.add(fact.value)
+        return sorted(rejected)
+
+
 def verify_summary(summary_text: str, sources_text: str, anchors_text: str = "") -> VerificationResult:
     """Accept the summary only if each of its facts occurs in the sources or the anchors."""
-    reference = Reference(f"{sources_text}\n{anchors_text}")
-    rejected: set[str] = set()
-    for fact in text_facts(summary_text):
-        missing = _lead_is_fact(fact, reference) if fact.kind == "lead" else not reference.has(fact)
-        if missing:
-            rejected.add(fact.value)
-    return VerificationResult(ok=not rejected, rejected_facts=tuple(sorted(rejected)))
+    rejected = FactChecker(sources_text, anchors_text).unsupported(summary_text)
+    return VerificationResult(ok=not rejected, rejected_facts=tuple(rejected))
 
 
 # ---------------------------------------------------------------------------------- calibration
