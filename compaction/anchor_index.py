@@ -78,6 +78,14 @@ def bounded(text: str, limit: int = MAX_VALUE_CHARS) -> str:
     return cut[:space].rstrip() if space > limit // 2 else ""
 
 
+def command_line(command: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """A command's first line (bounded), or "" when that line leaves a quote open ("bash -c '"):
+    such a line means nothing on its own."""
+    line = bounded(command, limit)
+    unbalanced = any(line.replace("\\" + q, "").count(q) % 2 for q in ("'", '"'))
+    return "" if unbalanced else line
+
+
 def index_drafts(stored: StoredMessage) -> list[AnchorDraft]:
     """Index drafts of one stored message, in order, without duplicates."""
     found: dict[tuple[str, str], AnchorDraft] = {}
@@ -153,7 +161,7 @@ def _argument_entries(key: str, text: str, action: Action) -> Iterator[tuple[Ind
     if key in _FILE_KEYS and _PATH_TOKEN.fullmatch(text.strip()) and not text.startswith("/dev/"):
         yield ("file", action, text.strip())
     elif key in _COMMAND_KEYS:
-        command = bounded(text)
+        command = command_line(text)
         if command:
             yield ("command", "ran", command)
         yield from command_files(text)

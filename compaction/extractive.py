@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from compaction.anchor_index import bounded, command_files, error_lines
+from compaction.anchor_index import bounded, command_files, command_line, error_lines
 from compaction.prompts import EXPAND_LINE_PREFIX, SECTIONS
 from compaction.tokens import TokenCounter
 from compaction.types import SummaryRequest
@@ -134,7 +134,7 @@ def _call_line(name: str, arguments: dict[str, object]) -> str | None:
     for key in _KEY_ARGUMENTS:
         value = arguments.get(key)
         if isinstance(value, str) and value.strip():
-            text = bounded(value, MAX_LINE_CHARS - len(name) - len(key) - 4)
+            text = command_line(value, MAX_LINE_CHARS - len(name) - len(key) - 4)
             return f"{name} {key}: {text}" if text else None
     return None
 
