@@ -238,13 +238,22 @@ def _scan(text: str, kinds: frozenset[str] | None) -> list[tuple[int, str, str, 
                 start, end, value = _whole_token(text, start, end, widen=kind in _ID_KINDS)
             if not value or any(start < e and s < end for s, e in taken):
                 continue
-            if kind == "idtoken" and (len(value) < 5 or _NOT_AN_ID.fullmatch(value)):
+            if kind == "idtoken" and not _id_shaped(value):
                 continue
             taken.append((start, end))
             classified = _classify(kind, text, start, value)
             if classified is not None:
                 found.append((start, *classified))
     return found
+
+
+def _id_shaped(value: str) -> bool:
+    """A generic id: at least 5 characters with a joiner, a capital or all hex digits ("A-77213x",
+    "INV2024X", "3bb8701"); not prose-like alphanumerics ("topic3word17") nor the `_NOT_AN_ID` shapes."""
+    if len(value) < 5 or _NOT_AN_ID.fullmatch(value):
+        return False
+    return bool(re.search(r"[-_.:#]", value) or re.search(r"[A-Z]", value)
+                or (len(value) >= 7 and re.fullmatch(r"[0-9a-f]+", value)))
 
 
 def _whole_token(text: str, start: int, end: int, *, widen: bool) -> tuple[int, int, str]:
