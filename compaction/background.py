@@ -2,7 +2,8 @@
 
 A re-schedule while a conversation's task is running is coalesced into one follow-up run (the
 follow-up sees the newest messages). Failures are retried with exponential backoff, then logged and
-left for the next turn; they never reach a client.
+left for the next turn; they never reach a client. Summariser calls a request's deadline cut are
+`track`ed here to finish off the request path (cancelled on close).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class BackgroundCompactor:
         self._backoff_s = backoff_s
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._pending: dict[str, Job] = {}
+        self._detached: set[asyncio.Task[str]] = set()
         self.failed = 0
         self.completed = 0
 
@@ -51,6 +53,21 @@ class BackgroundCompactor:
         self._tasks[conversation_id] = task
         task.add_done_callback(lambda done: self._forget(conversation_id, done))
         return True
+
+    def track(self, task: asyncio.Task[str]) -> None:
+        """Hold a summariser call a request left behind until it ends (its result is not used)."""
+        self._detached.add(task)
+        task.add_done_callback(self._settle)
+
+    def _settle(self, task: asyncio.Task[str]) -> None:
+        self._detached.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failed call the request already moved past is not news
+
+    @property
+    def detached(self) -> int:
+        """Summariser calls left behind by requests and still running."""
+        return len(self._detached)
 
     def _forget(self, conversation_id: str, task: asyncio.Task[None]) -> None:
         """Drop a finished task (only if it is still the conversation's current one)."""
@@ -86,7 +103,7 @@ class BackgroundCompactor:
     async def aclose(self) -> None:
         """Cancel running tasks and wait for them to end."""
         self._pending.clear()
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *self._detached]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

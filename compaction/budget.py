@@ -2,8 +2,9 @@
 
 `total = context_window - reserve_for_reply - safety_margin` is the usable input budget; tool
 schemas (the client's and the recall tools, when offered) are part of it, so the messages get
-`messages = total - tools_tokens`. The compaction threshold and target are percentages of `total`,
-the usable input budget (not of the raw window), so the threshold is always reachable.
+`messages = total - tools_tokens`. The threshold (background preparation starts), the preparation
+level (how far prepared summaries reach) and the target (where a step lands, raw messages filling the
+rest) are percentages of `total`, the usable input budget (not of the raw window).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ MIN_INPUT_BUDGET = 256  # below this a request cannot carry even its last turn: 
 LEAF_TARGET_DIVISOR = 8
 CONDENSED_TARGET_DIVISOR = 5
 MIN_SUMMARY_TARGET = 32
+# A leaf chunk is at most this share of the budget (and the seed's 20k tokens): a step substitutes
+# whole chunks, so small chunks let it land close to its target instead of far below it.
+LEAF_CHUNK_BUDGET_PERCENT = 10
+MIN_LEAF_CHUNK_TOKENS = 256
 
 WindowSource = Literal["model_entry", "config", "provider_metadata", "fallback", "turn"]
 
@@ -41,6 +46,7 @@ class Budget:
     tools_tokens: int
     summarize_percent: int
     target_percent: int
+    prepare_percent: int
     fresh_tail_max_percent: int
     anchor_max_percent: int
     window_source: WindowSource = "turn"
@@ -62,8 +68,24 @@ class Budget:
 
     @property
     def target(self) -> int:
-        """A compaction step goes down to here, well below the threshold, then the view stays put."""
+        """A step (the view's boundary moving) lands at or below here; then the view stays put."""
         return self.total * self.target_percent // 100
+
+    @property
+    def prepare_level(self) -> int:
+        """Background steps prepare summaries until substituting them all would reach this."""
+        return self.total * self.prepare_percent // 100
+
+    @property
+    def oversized(self) -> int:
+        """A message above this (a quarter of the message budget) is oversized: elided in place
+        rather than pushing out everything older, when something has to give."""
+        return self.messages // 4
+
+    def leaf_chunk_tokens(self, settings: CompactionSettings) -> int:
+        """Token cap of a leaf chunk: the configured size, at most a tenth of the budget."""
+        scaled = self.total * LEAF_CHUNK_BUDGET_PERCENT // 100
+        return max(MIN_LEAF_CHUNK_TOKENS, min(settings.leaf_chunk_tokens, scaled))
 
     @property
     def fresh_tail_max(self) -> int:
@@ -99,7 +121,8 @@ class Budget:
                    else min(settings.reserve_tokens, context_window // 4))
         budget = cls(context_window, reserve, settings.safety_margin_tokens, tools_tokens,
                      settings.summarize_token_percent, settings.target_token_percent,
-                     settings.fresh_tail_max_percent, settings.anchor_max_percent, window_source)
+                     settings.prepare_token_percent, settings.fresh_tail_max_percent,
+                     settings.anchor_max_percent, window_source)
         _check_room(budget, max_reply_tokens is not None)
         return budget
 

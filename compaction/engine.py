@@ -1,9 +1,12 @@
 """The compaction engine: what the provider sees for each chat request (design: the whole brief).
 
-prepare(): validate, ingest, plan the working view within budget, compact synchronously only when
-over the hard budget, truncate as the last resort, validate the outgoing list, record it.
-after_turn(): schedule threshold compaction in the background. The view (and its anchor block)
-changes only at compaction steps, so forwarded requests between steps extend each other.
+prepare(): validate, ingest (a fork adopts its parent's summaries), plan the working view within
+budget, and only when it does not fit take a step: substitute summaries prepared ahead for the
+oldest chunks, summarise more if needed (LLM until the deadline, then local levels), landing at the
+target with the newest raw messages filling the rest; truncate as the last resort; validate the
+outgoing list; record it. after_turn(): above the threshold, prepare summaries in the background
+without moving the view. The view (and its anchor block) changes only at a step, so forwarded
+requests between steps extend each other.
 """
 
 from __future__ import annotations
@@ -19,26 +22,27 @@ from typing import Any
 
 import structlog
 
-from compaction import passes, recall, truncate, workview
+from compaction import forks, recall, steps, truncate, workview
 from compaction.background import BackgroundCompactor
+from compaction.breakers import SummarizerPool
 from compaction.budget import Budget
+from compaction.deadline import Deadline
 from compaction.messages import strip_private_fields, validate_messages
-from compaction.observer import CompactionObserver, NullObserver, ObservedSummarizer
+from compaction.observer import CompactionObserver, NullObserver
 from compaction.passes import PassContext, Trigger
-from compaction.planner import Plan
-from compaction.summarizers import CircuitBreaker
+from compaction.planner import REPLY_PRIMING, Plan
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
-from compaction.types import ChatTurn, PassMode, PreparedRequest, Summarizer, SummarizerChoice
-from compaction.view_plan import RequestContext, measure_stored, plan_for
+from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
+from compaction.view_plan import RequestContext, measure_request, measure_stored, plan_for
 from compaction.workview import WorkingView
 from config.errors import StoreError, SummarizerError
-from config.settings import LOCAL_EXTRACTIVE, Settings
-from store.interface import StoreBackend
-from store.models import CompactionEvent, ForwardedRecord, StoredMessage
+from config.settings import Settings
+from store.interface import StoreBackend, TenantAccess
+from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
 
 log = structlog.get_logger(__name__)
-TRUNCATION_MODEL = "local/truncation"  # provenance name of deterministic last-resort truncation
+ELISION_MODEL = "local/elision"  # provenance name of request-time elision (truncate.py)
 SummarizerFor = Callable[[ChatTurn], SummarizerChoice]
 
 
@@ -68,8 +72,7 @@ class Engine:
         self.background = background or BackgroundCompactor(on_error=self.observer.on_background_error)
         # One lock per conversation while someone holds or waits on it (weak: no growth).
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._breakers: dict[tuple[str, str], ObservedSummarizer] = {}
-        self._observed: dict[int, ObservedSummarizer] = {}  # local summarisers, by identity
+        self._pool = SummarizerPool(settings.summarizer, self.observer)
         self._recall_schema_tokens: dict[str, int] = {}  # by tokenizer: the schemas never change
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
@@ -93,7 +96,7 @@ class Engine:
                             parent_seq=prepared.last_seq, parent_chain=prepared.last_chain_hash)
 
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
-        """Schedule a threshold compaction step when due; True when one was scheduled."""
+        """Schedule a background step (preparing summaries) when due; True when one was scheduled."""
         s = turn.settings
         threshold = Budget.for_turn(turn, 0).threshold  # tools do not change the input budget
         due = (s.enabled and s.background and prepared.tokens_forwarded > threshold
@@ -105,7 +108,9 @@ class Engine:
 
     async def compact(self, turn: ChatTurn, conversation_id: str,
                       trigger: Trigger = "manual") -> list[CompactionEvent]:
-        """Run one compaction step now (operators): `turn` names the tenant, model and summariser."""
+        """Run one compaction step now (operators): `turn` names the tenant, model and summariser.
+
+        `manual` compacts as far as normal passes go and saves the view; `threshold` prepares."""
         return await self._step(turn, conversation_id, trigger)
 
     async def aclose(self) -> None:
@@ -127,6 +132,8 @@ class Engine:
         tenant = self.store.for_tenant(turn.tenant_id)
         ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
                                count_tokens=lambda m: counter.count_message(strip_private_fields(m)))
+        if ingest.forked and turn.settings.enabled:
+            forks.adopt_parent_summaries(tenant, ingest)
         ingest = replace(ingest, messages=recounted(ingest.conversation.model, ingest.messages, counter))
         return RequestContext(turn, messages, ingest, counter, budget, tenant, self.settings.recall,
                               client_tools)
@@ -137,29 +144,45 @@ class Engine:
         events: list[CompactionEvent] = []
         waited = False
         if plan.tokens > ctx.budget.total and ctx.turn.settings.enabled:
-            lock = self._lock(ctx.conversation_id)
-            waited = lock.locked()
-            async with lock:  # a running background step finishes first instead of racing
-                wv = self._load(ctx)
-                plan = plan_for(ctx, wv)
-                if plan.tokens > ctx.budget.total:
-                    pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx)
-                    wv, events = await passes.compact_until(
-                        pctx, wv, ctx.budget.total, modes=("hard", "unprotected"))
-                    plan = plan_for(ctx, wv)
-        waited = waited or bool(events)  # summariser passes ran on the request path
+            _check_last_message(ctx, plan)
+            wv, events, waited = await self._request_step(ctx)
+            plan = plan_for(ctx, wv)
         before, started = plan.tokens, time.monotonic()
-        plan, forced = truncate.fit(plan, ctx.counter.count_message, ctx.counter.count_text,
-                                    ctx.expand_tool)
+        plan, forced = truncate.fit(plan, ctx.counter, ctx.recall_names, limit=ctx.budget.total,
+                                    oversized=ctx.budget.oversized, tail_share=ctx.budget.fresh_tail_max,
+                                    last_message=ctx.turn.settings.oversized_last_message)
         if forced:
-            events.append(self._truncation_event(ctx, before, plan.tokens, started))
+            events.append(self._elision_event(ctx, before, plan.tokens, started))
         return _Outcome(plan, tuple(events), waited, forced, wv.latest_version)
 
-    def _truncation_event(self, ctx: RequestContext, before: int, after: int,
-                          started: float) -> CompactionEvent:
-        """Deterministic truncation is a compaction step too: recorded and observed like the rest."""
-        event = CompactionEvent(ctx.conversation_id, "hard_budget", "truncation", "truncation",
-                                "committed", TRUNCATION_MODEL, tokens_before=before, tokens_after=after,
+    async def _request_step(self, ctx: RequestContext) -> tuple[WorkingView, list[CompactionEvent], bool]:
+        """A step on the request path: to the target in normal mode, then (still over) to the budget
+        in hard mode; LLM levels only until the deadline. Saves the view it lands on."""
+        deadline = Deadline.after(ctx.turn.settings.sync_deadline_s)
+        lock = self._lock(ctx.conversation_id)
+        contended = lock.locked()
+        held = await _acquire(lock, deadline)  # another request's step first, within the deadline
+        try:
+            loaded = wv = self._load(ctx)
+            events: list[CompactionEvent] = []
+            if measure_request(ctx, wv) > ctx.budget.total:
+                pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
+                wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, mode="normal")
+                if measure_request(ctx, wv) > ctx.budget.total:
+                    wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, mode="hard")
+                    events += more
+            if wv.entries != loaded.entries:
+                wv = save_view(ctx.tenant, wv)
+        finally:
+            if held:
+                lock.release()
+        return wv, events, contended or bool(events)
+
+    def _elision_event(self, ctx: RequestContext, before: int, after: int,
+                       started: float) -> CompactionEvent:
+        """Request-time elision is a compaction step too: recorded and observed like the rest."""
+        event = CompactionEvent(ctx.conversation_id, "hard_budget", "truncation", "elision",
+                                "committed", ELISION_MODEL, tokens_before=before, tokens_after=after,
                                 duration_ms=(time.monotonic() - started) * 1000)
         recorded = ctx.tenant.record_event(event)
         self.observer.on_step(recorded)
@@ -202,24 +225,28 @@ class Engine:
             self._recall_schema_tokens[counter.encoding_name] = schemas
         return client_tools + schemas - (TOOLS_FRAMING if client_tools else 0)
 
-    # -- compaction steps -----------------------------------------------------------------------
+    # -- background and operator steps ------------------------------------------------------------
 
     async def _threshold_step(self, turn: ChatTurn, conversation_id: str) -> None:
         await self._step(turn, conversation_id, "threshold")
 
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
-        """Compact down to the target (a step), under the conversation's lock."""
+        """`threshold`: prepare summaries until substituting them all would reach the preparation
+        level, leaving the view alone. `manual`: compact as far as normal passes go, save the view."""
         counter = TokenCounter.for_model(turn.model)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, counter.count_tools(turn.tools)))
-        async with self._lock(cid):
-            pctx = self._pass_context(turn, budget, trigger, None)
-            tenant = self.store.for_tenant(turn.tenant_id)
-            stored = recounted(tenant.conversation(cid).model, tenant.messages(cid), counter)
-            wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
-                               count=counter.count_message, messages=stored)
-            limit = budget.target if trigger != "manual" else 0
-            modes: tuple[PassMode, ...] = ("normal", "hard") if trigger == "threshold" else ("normal",)
-            _, events = await passes.compact_until(pctx, wv, limit, modes=modes)
+        pctx = self._pass_context(turn, budget, trigger, None, Deadline.never())
+        tenant = self.store.for_tenant(turn.tenant_id)
+        stored = recounted(tenant.conversation(cid).model, tenant.messages(cid), counter)
+        wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
+                           count=counter.count_message, messages=stored)
+        if trigger == "manual":
+            async with self._lock(cid):
+                new, events = await steps.compact_until(pctx, wv, 0, mode="normal")
+                if new.entries != wv.entries:
+                    save_view(tenant, new)
+        else:
+            _, events = await steps.compact_until(pctx, wv, budget.prepare_level, mode="normal")
         failed = [e for e in events if e.outcome == "failed"]
         if failed:
             raise SummarizerError(f"compaction step failed: {failed[-1].error}",  # retried in background
@@ -227,51 +254,54 @@ class Engine:
         return events
 
     def _pass_context(self, turn: ChatTurn, budget: Budget, trigger: Trigger,
-                      ctx: RequestContext | None) -> PassContext:
+                      ctx: RequestContext | None, deadline: Deadline) -> PassContext:
         counter = TokenCounter.for_model(turn.model)
         tenant = self.store.for_tenant(turn.tenant_id)
         render = ctx.render_summary if ctx else RequestContext.renderer(self.settings.recall,
                                                                         turn.offer_recall)
+        cache: dict[tuple[int, ...], int] = {}
 
         def measure(wv: WorkingView) -> int:
             if ctx is not None:
-                return plan_for(ctx, wv).tokens
-            return measure_stored(wv, budget, counter, tenant)
+                return measure_request(ctx, wv)
+            return measure_stored(wv, budget, counter, tenant, cache)
 
         return PassContext(tenant, self._choice(turn), counter, turn.settings, trigger, render,
-                           measure, budget, self.observer,
-                           tail_target=budget.target if trigger == "threshold" else None)
+                           measure, budget, self.observer, deadline, self.background.track)
 
     def _choice(self, turn: ChatTurn) -> SummarizerChoice:
-        """The turn's summariser, observed, behind one circuit breaker per (tenant, endpoint).
+        """The turn's summariser, observed, behind its endpoint's circuit breaker (breakers.py)."""
+        return self._pool.wrap(turn, self._summarizer_for(turn))
 
-        The endpoint is the summariser's stable identity (model, api_base, key hash), not the
-        instance: a re-created instance (e.g. evicted from a cache) keeps its breaker's count.
-        """
-        choice = self._summarizer_for(turn)
-        if choice.summarizer.name == LOCAL_EXTRACTIVE:
-            return SummarizerChoice(self._observe_local(choice.summarizer), choice.settings)
-        endpoint = getattr(choice.summarizer, "endpoint", None)
-        if not isinstance(endpoint, str):
-            endpoint = f"{choice.summarizer.name}|{choice.settings.get('api_base') or ''}"
-        key = (turn.tenant_id, endpoint)
-        found = self._breakers.get(key)
-        breaker = found.inner if found is not None else None
-        if found is None or not isinstance(breaker, CircuitBreaker):
-            s = self.settings.summarizer
-            found = self._breakers[key] = ObservedSummarizer(
-                CircuitBreaker(choice.summarizer, failures=s.breaker_failures,
-                               reset_s=s.breaker_reset_s), self.observer)
-        else:
-            breaker.inner = choice.summarizer  # same endpoint: the current instance, same count
-        return SummarizerChoice(found, choice.settings)
 
-    def _observe_local(self, summarizer: Summarizer) -> ObservedSummarizer:
-        """One observing wrapper per local summariser instance (no breaker: it cannot fail)."""
-        observed = self._observed.get(id(summarizer))
-        if observed is None or observed.inner is not summarizer:
-            observed = self._observed[id(summarizer)] = ObservedSummarizer(summarizer, self.observer)
-        return observed
+async def _acquire(lock: asyncio.Lock, deadline: Deadline) -> bool:
+    """Take `lock`, waiting at most until the deadline; False when it was not taken."""
+    if not lock.locked():
+        await lock.acquire()
+        return True
+    try:
+        await asyncio.wait_for(lock.acquire(), deadline.remaining())
+    except TimeoutError:
+        return False
+    return True
+
+
+def _check_last_message(ctx: RequestContext, plan: Plan) -> None:
+    """A last user message that cannot fit next to the system prompt and the tool schemas is a 400
+    (`reject`, the default, as the provider would answer) before any compaction work."""
+    if ctx.turn.settings.oversized_last_message != "reject":
+        return
+    system = sum(s.tokens for s in plan.slots if s.category == "system")
+    last_user = [s for s in plan.slots if s.protected and s.message.get("role") == "user"][-1:]
+    needed = REPLY_PRIMING + system + plan.tools_tokens + sum(s.tokens for s in last_user)
+    if last_user and needed > ctx.budget.total:
+        raise truncate.last_message_too_long(ctx.budget.total, last_user[0].tokens)
+
+
+def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
+    """Persist `wv` as the conversation's view (a step landed on it)."""
+    view = tenant.save_view(ContextView(wv.conversation_id, 0, wv.items(), wv.last_seq, wv.anchor_ids))
+    return replace(wv, view=view, latest_version=view.version)
 
 
 def recounted(stored_model: str, messages: Sequence[StoredMessage],

@@ -1,10 +1,12 @@
-"""One compaction pass (leaf or condensed) and the compact-until loop (seed 000 tiers and recovery).
+"""One compaction pass: a chunk of the working view summarised and committed (seed 000 tiers).
 
-A pass = anchors extracted from the leaf sources, one escalated summariser call, then in one store
-transaction (`TenantAccess.commit_pass`) the anchors, the summary, a new view version and the
-committed CompactionEvent; a failure anywhere writes only a `failed` event. A summary
-whose rendered message is not smaller than the entries it would replace is never committed: the
-pass is recorded as `skipped` and the loop tries the next candidate.
+A pass = anchors extracted from the leaf sources, one summary down the fallback chain
+(escalation.py), then in one store transaction (`TenantAccess.commit_pass`) the anchors, the summary
+and the committed CompactionEvent; a failure anywhere writes only a `failed` event. A pass never
+saves the view: the summary is applied to the in-memory working view, and only a step on the request
+path (or an operator's) saves it, so background passes prepare summaries ahead without moving the
+forwarded prefix. A summary whose rendered message is not smaller than the entries it would replace
+is never committed: the pass is recorded as `skipped`. The loop choosing chunks is steps.py.
 """
 
 from __future__ import annotations
@@ -17,14 +19,21 @@ from typing import Any, Literal, cast
 from compaction import selection
 from compaction.anchors import extract_anchors, render_anchor_block
 from compaction.budget import Budget
-from compaction.escalation import EscalationOutcome, summarize_with_escalation
+from compaction.deadline import Deadline
+from compaction.escalation import Detach, EscalationOutcome, summarize_with_escalation
 from compaction.observer import CompactionObserver, NullObserver
 from compaction.prompts import build_source_text
 from compaction.redact import redact
 from compaction.selection import Entry
 from compaction.tokens import TokenCounter
-from compaction.types import PassMode, SummarizerChoice
-from compaction.workview import RenderSummary, WorkingView, snapshot_anchor_ids, summary_entry
+from compaction.types import SummarizerChoice
+from compaction.workview import (
+    RenderSummary,
+    WorkingView,
+    raw_message_ids,
+    snapshot_anchor_ids,
+    summary_entry,
+)
 from config.errors import SummarizerError
 from config.settings import CompactionSettings
 from store.interface import TenantAccess
@@ -57,18 +66,8 @@ class PassContext:
     measure: Callable[[WorkingView], int]  # input tokens the planned request would have
     budget: Budget  # fresh-tail cap (fresh_tail_max) and summary sizes scale to it
     observer: CompactionObserver = field(default_factory=NullObserver)  # hears every recorded step
-    # Background steps: the step's target. The fresh tail then gets only what is left of it after
-    # everything that is not raw (system, tools, anchors, summaries) and the leaf summary to come.
-    tail_target: int | None = None
-
-    def tail_allowance(self, wv: WorkingView, measured: int) -> int:
-        """Fresh-tail token cap for the next pass over `wv` (whose request measures `measured`)."""
-        if self.tail_target is None:
-            return self.budget.fresh_tail_max
-        raw = sum(e.tokens for e in wv.entries if e.kind == "message")
-        leaf = self.budget.summary_target(self.settings, "leaf", raw)
-        left = self.tail_target - (measured - raw) - leaf
-        return max(0, min(self.budget.fresh_tail_max, left))
+    deadline: Deadline = field(default_factory=Deadline.never)  # request path: LLM levels until then
+    detach: Detach | None = None  # takes over an LLM call the deadline cut, to finish off the path
 
 
 @dataclass(frozen=True)
@@ -77,58 +76,9 @@ class Candidate:
     chunk: tuple[int, ...]
 
 
-def choose(wv: WorkingView, s: CompactionSettings, tail_max: int, *, mode: PassMode,
-           skip: frozenset[tuple[str, ...]] = frozenset()) -> Candidate | None:
-    """Next chunk: condensed when a full-fanout run exists, else leaf, else (hard modes, or after a
-    skipped pass) relaxed condensed. Chunks in `skip` (their entry refs) were tried and skipped."""
-    entries = wv.entries
-    relaxed = mode != "normal" or bool(skip)
-    tail = (selection.protected_start(entries) if mode == "unprotected"
-            else selection.fresh_tail_start(entries, s.fresh_tail_count, tail_max))
-    condensed = selection.condensed_chunk(entries, s.condensed_min_fanout, s.leaf_chunk_tokens)
-    if condensed and chunk_refs(wv, condensed) not in skip:
-        return Candidate("condensed", condensed)
-    leaf = selection.leaf_chunk(entries, tail, 1 if mode == "unprotected" else s.leaf_min_fanout,
-                                s.leaf_chunk_tokens)
-    if leaf and chunk_refs(wv, leaf) not in skip:
-        return Candidate("leaf", leaf)
-    condensed = selection.condensed_chunk(entries, 2, s.leaf_chunk_tokens) if relaxed else None
-    if condensed and chunk_refs(wv, condensed) not in skip:
-        return Candidate("condensed", condensed)
-    return None
-
-
 def chunk_refs(wv: WorkingView, chunk: Sequence[int]) -> tuple[str, ...]:
     """What a chunk covers, stable across view versions (indices are not)."""
     return tuple(f"{wv.entries[i].kind}:{wv.entries[i].ref}" for i in chunk)
-
-
-async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *,
-                        modes: tuple[PassMode, ...]) -> tuple[WorkingView, list[CompactionEvent]]:
-    """Passes until `ctx.measure(wv) <= limit`, no candidate, no progress or the iteration cap."""
-    events: list[CompactionEvent] = []
-    skip: set[tuple[str, ...]] = set()
-    mode_index = 0
-    for _ in range(max(1, ctx.settings.max_recovery_iterations)):
-        before = ctx.measure(wv)
-        if before <= limit:
-            break
-        candidate = choose(wv, ctx.settings, ctx.tail_allowance(wv, before), mode=modes[mode_index],
-                           skip=frozenset(skip))
-        if candidate is None:
-            if mode_index + 1 >= len(modes):
-                break
-            mode_index += 1
-            continue
-        new_wv, event = await run_pass(ctx, wv, candidate, before)
-        events.append(event)
-        if event.outcome == "skipped":  # the summary would not shrink the context: try another chunk
-            skip.add(chunk_refs(wv, candidate.chunk))
-            continue
-        if event.outcome != "committed" or ctx.measure(new_wv) >= before:
-            break
-        wv = new_wv
-    return wv, events
 
 
 async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
@@ -161,12 +111,12 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
 def _commit(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...], draft: SummaryDraft,
             drafts: Sequence[AnchorDraft], base: CompactionEvent, outcome: EscalationOutcome,
             started: float) -> tuple[WorkingView, CompactionEvent]:
-    """Anchors, summary, view and event in one store transaction (all or nothing)."""
+    """Anchors, summary and event in one store transaction (all or nothing); the view is not saved."""
     built: list[WorkingView] = []
 
     def finish(record: SummaryRecord, added: list[Anchor],
-               superseded: list[Anchor]) -> tuple[ContextView, CompactionEvent]:
-        new_wv = _apply(ctx, wv, chunk, record)
+               superseded: list[Anchor]) -> tuple[ContextView | None, CompactionEvent]:
+        new_wv = apply_summary(ctx, wv, chunk, record)
         built.append(new_wv)
         event = replace(base, source_message_ids=record.source_message_ids,
                         source_summary_ids=record.source_summary_ids, summary_id=record.id,
@@ -175,11 +125,10 @@ def _commit(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...], draft: Su
                         rejected_facts=outcome.rejected_facts,
                         anchors_added=tuple(a.id for a in added),
                         anchors_superseded=tuple(a.id for a in superseded), duration_ms=_ms(started))
-        view = ContextView(wv.conversation_id, 0, new_wv.items(), wv.last_seq, new_wv.anchor_ids)
-        return view, event
+        return None, event
 
-    _, view, event = ctx.tenant.commit_pass(draft, drafts, finish)
-    return replace(built[-1], view=view, latest_version=view.version), event
+    _, _, event = ctx.tenant.commit_pass(draft, drafts, finish)
+    return built[-1], event
 
 
 def _record(ctx: PassContext, event: CompactionEvent) -> CompactionEvent:
@@ -242,7 +191,7 @@ async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "c
         ctx.choice.summarizer, kind=tier, sources_text=build_source_text(items),
         anchors_text=str(block["content"]) if block else "",
         target_tokens=ctx.budget.summary_target(ctx.settings, tier, input_tokens),
-        counter=ctx.counter, input_tokens=input_tokens)
+        counter=ctx.counter, input_tokens=input_tokens, deadline=ctx.deadline, detach=ctx.detach)
     _report_rejections(ctx, wv.conversation_id, outcome)
     if not outcome.ok:  # no level produced committable text: a failed pass, nothing stored
         raise SummarizerError(outcome.failure or "the summary is empty")
@@ -282,13 +231,13 @@ def _draft(cid: str, tier: Literal["leaf", "condensed"], items: list[StoredMessa
                         outcome.model, outcome.prompt_version)
 
 
-def _apply(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...],
-           record: SummaryRecord) -> WorkingView:
-    """The working view with the chunk replaced by the summary (persisted by the caller)."""
+def apply_summary(ctx: PassContext, wv: WorkingView, chunk: Sequence[int],
+                  record: SummaryRecord) -> WorkingView:
+    """The working view with the chunk replaced by the summary (a step saves it, or not)."""
     group = max((e.group for e in wv.entries), default=0) + 1
     entry = summary_entry(record, ctx.render, ctx.counter.count_message, group)
     entries = selection.replace(wv.entries, chunk, entry)
-    anchor_ids = snapshot_anchor_ids(ctx.tenant.anchors(wv.conversation_id))
+    anchor_ids = snapshot_anchor_ids(ctx.tenant.anchors(wv.conversation_id), raw_message_ids(entries))
     return replace(wv, entries=tuple(entries), summaries={**wv.summaries, record.id: record},
                    anchor_ids=anchor_ids)
 

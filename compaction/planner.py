@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from compaction.selection import Entry, protected_start
+from compaction.selection import Entry, last_user_index
 from compaction.toolpairs import SYSTEM_ROLES, group_messages
 from compaction.types import Occupancy
 
@@ -35,7 +35,7 @@ class Slot:
     category: Category
     group: int  # slots sharing a group are kept or dropped together
     ref: str  # stored message id, summary id, or "anchors"
-    protected: bool = False  # system messages and the last user turn: never dropped
+    protected: bool = False  # system messages, the last user message, the newest group: never dropped
 
 
 @dataclass(frozen=True)
@@ -109,14 +109,13 @@ def _trailing(system: Sequence[SystemMessage], request_length: int) -> set[int]:
 
 
 def _view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, Any]]) -> list[Slot]:
-    keep_from = protected_start(entries)
+    last_user = last_user_index(entries)
     last_group = entries[-1].group if entries else None
     out: list[Slot] = []
     for i, entry in enumerate(entries):
         category: Category = "summaries" if entry.kind == "summary" else "fresh_tail"
         ref = entry.ref if entry.kind == "summary" else str(entry.message_id or entry.ref)
-        protected = entry.kind == "message" and (
-            (i == keep_from and entry.role == "user") or entry.group == last_group)
+        protected = entry.kind == "message" and (i == last_user or entry.group == last_group)
         out.append(Slot(render(entry), entry.tokens, category, entry.group, ref, protected))
     return out
 

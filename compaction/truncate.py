@@ -1,172 +1,171 @@
 """Deterministic last resort when compaction could not bring a plan within budget (design: Hard budget).
 
-Stages, each run only while the plan is still over budget:
-1. cut every non-system message larger than its allowance (a quarter of the message budget), head
-   and tail kept around a marker saying how many tokens were cut and how to expand the message;
-2. drop whole groups, oldest first (the anchor block last), never a protected slot (system messages,
-   the last user message, the group of the last message), never splitting a tool round;
-3. cut protected messages, largest first, the system prompt last;
-4. strip tool-call arguments of the protected groups to a marker.
-A cut message keeps role, name, tool_call_id and tool_calls ids. If even the bare skeleton of the
-protected messages exceeds the budget, InvalidRequestError: nothing valid can be sent.
+Nothing here leaves per-message husks: a message is kept whole, elided in place (elision.py: a long
+head and tail around one marker, its tool pairing intact), or dropped with its whole group, every
+run of dropped groups behind ONE pointer line. Stages, each run only while the plan is over budget:
+1. elide tool results above the oversized limit (a quarter of the message budget) outside the newest
+   group, oldest first: an old huge result gives way before anything recent;
+2. elide the newest group's tool results above the fresh tail's share of the budget;
+3. drop whole groups, oldest first (the anchor block last), never a protected slot (system
+   messages, the last user message, the newest group);
+4. elide the newest group's tool results to what is left;
+5. strip the newest group's tool-call arguments;
+6. the last user message: `reject` answers 400 `context_length_exceeded` (as the provider would),
+   `truncate` elides it to what is left.
+If nothing valid can be sent even then (system prompt and tool schemas alone), InvalidRequestError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
+from compaction.elision import RecallNames, elide, pointer_slot, strip_arguments
 from compaction.planner import Plan, Slot
+from compaction.tokens import TokenCounter
 from config.errors import InvalidRequestError
-from store.content import content_text
+from config.settings import OversizedLastMessage
 
-MIN_ALLOWANCE = 64
-Count = Callable[[Mapping[str, Any]], int]
-TextCount = Callable[[str], int]
+RESULT_ROLES = ("tool", "function")
 
 
-def marker(cut_tokens: int, ref: str, expand_tool: str | None) -> str:
-    """The note left where content was cut; names the recall tool only when it is offered."""
-    how = (f"call {expand_tool} with ids [\"{ref}\"]" if expand_tool
-           else f"ask the operator to expand {ref}")
-    return f"[ctxproxy: {cut_tokens} tokens truncated from message {ref}; {how}]"
+@dataclass(frozen=True)
+class _Fit:
+    """What the stages need besides the slots."""
+
+    plan: Plan
+    limit: int
+    counter: TokenCounter
+    recall: RecallNames | None
+    oversized: int  # tool results above this give way first
+    tail_share: int  # the newest group's tool results above this give way before history is dropped
+
+    def over(self, slots: list[Slot]) -> int:
+        return replace(self.plan, slots=tuple(slots)).tokens - self.limit
 
 
-def fit(plan: Plan, count: Count, count_text: TextCount, expand_tool: str | None) -> tuple[Plan, bool]:
-    """`plan` cut down to `plan.budget`; the flag says whether anything was cut or dropped."""
-    if plan.tokens <= plan.budget:
+Stage = Callable[[_Fit, list[Slot]], list[Slot]]
+
+
+def fit(plan: Plan, counter: TokenCounter, recall: RecallNames | None, *, oversized: int,
+        tail_share: int, last_message: OversizedLastMessage = "reject",
+        limit: int | None = None) -> tuple[Plan, bool]:
+    """`plan` cut down to `limit` (default `plan.budget`); the flag says whether anything was
+    elided or dropped."""
+    limit = plan.budget if limit is None else limit
+    if plan.tokens <= limit:
         return plan, False
-    cutter = _Cutter(count, count_text, expand_tool)
+    ctx = _Fit(plan, limit, counter, recall, oversized, tail_share)
     slots = list(plan.slots)
-    for stage in (_cut_oversized, _drop_groups, _cut_protected, _strip_arguments):
-        if _over(plan, slots) <= 0:
+    stages: tuple[Stage, ...] = (_elide_old, _elide_newest_to_share, _drop_runs, _elide_newest,
+                                 _strip_arguments)
+    for stage in stages:
+        if ctx.over(slots) <= 0:
             break
-        slots = stage(plan, slots, cutter)
+        slots = stage(ctx, slots)
+    if ctx.over(slots) > 0:
+        slots = _last_user(ctx, slots, last_message)
     result = replace(plan, slots=tuple(slots))
-    if result.tokens > result.budget:
-        raise InvalidRequestError(
-            f"the request needs at least {result.tokens} input tokens (system prompt, last turn "
-            f"and tool schemas, all cut to the bone) but only {result.budget} fit the context window",
-            param="messages", code="context_length_exceeded")
+    if result.tokens > limit:
+        raise _too_long(result, limit)
     return result, True
 
 
-def _over(plan: Plan, slots: list[Slot]) -> int:
-    return replace(plan, slots=tuple(slots)).tokens - plan.budget
+def _results(slots: list[Slot], *, newest: bool) -> list[int]:
+    """Indexes of tool results in (or outside) the newest group, oldest first."""
+    last = slots[-1].group if slots else None
+    return [i for i, s in enumerate(slots)
+            if s.message.get("role") in RESULT_ROLES and (s.group == last) == newest]
 
 
-def _cut_oversized(plan: Plan, slots: list[Slot], cutter: _Cutter) -> list[Slot]:
-    """Cut non-system messages above their allowance, largest first, only as far as needed."""
-    allowance = max(MIN_ALLOWANCE, (plan.budget - plan.tools_tokens) // 4)
-    order = sorted(range(len(slots)), key=lambda i: -slots[i].tokens)
-    for i in order:
-        over = _over(plan, slots)
-        if over <= 0 or slots[i].tokens <= allowance:
-            break
-        if slots[i].category != "system":
-            slots[i] = cutter.cut(slots[i], max(allowance, slots[i].tokens - over))
-    return slots
-
-
-def _drop_groups(plan: Plan, slots: list[Slot], cutter: _Cutter) -> list[Slot]:
-    protected = {s.group for s in slots if s.protected}
-    order = sorted({s.group for s in slots if s.group not in protected},
-                   key=lambda g: (g == _anchor_group(slots), _first_index(slots, g)))
-    for group in order:
-        over = _over(plan, slots)
+def _elide_to(ctx: _Fit, slots: list[Slot], indexes: list[int], allowance: int) -> list[Slot]:
+    for i in indexes:
+        over = ctx.over(slots)
         if over <= 0:
             break
-        slots = [s for s in slots if s.group != group]
+        if slots[i].tokens > allowance:
+            slots[i] = elide(slots[i], max(allowance, slots[i].tokens - over), ctx.counter, ctx.recall)
     return slots
 
 
-def _anchor_group(slots: list[Slot]) -> int | None:
-    return next((s.group for s in slots if s.category == "anchors"), None)
+def _elide_old(ctx: _Fit, slots: list[Slot]) -> list[Slot]:
+    return _elide_to(ctx, slots, _results(slots, newest=False), ctx.oversized)
 
 
-def _first_index(slots: list[Slot], group: int) -> int:
-    return next(i for i, s in enumerate(slots) if s.group == group)
+def _elide_newest_to_share(ctx: _Fit, slots: list[Slot]) -> list[Slot]:
+    return _elide_to(ctx, slots, _results(slots, newest=True), ctx.tail_share)
 
 
-def _cut_protected(plan: Plan, slots: list[Slot], cutter: _Cutter) -> list[Slot]:
-    order = sorted(range(len(slots)), key=lambda i: (slots[i].category == "system", -slots[i].tokens))
-    for i in order:
-        over = _over(plan, slots)
-        if over <= 0:
-            break
-        slots[i] = cutter.cut(slots[i], max(0, slots[i].tokens - over))
-    return slots
+def _elide_newest(ctx: _Fit, slots: list[Slot]) -> list[Slot]:
+    return _elide_to(ctx, slots, _results(slots, newest=True), 0)
 
 
-def _strip_arguments(plan: Plan, slots: list[Slot], cutter: _Cutter) -> list[Slot]:
+def _drop_runs(ctx: _Fit, slots: list[Slot]) -> list[Slot]:
+    """The fewest oldest droppable groups whose removal (behind pointer lines) fits, or all."""
+    anchors = next((s.group for s in slots if s.category == "anchors"), None)
+    groups = list(dict.fromkeys(s.group for s in slots if not s.protected and s.group != anchors))
+    order = groups + ([anchors] if anchors is not None else [])
+    lo, hi = 0, len(order)
+    while lo < hi:  # the smallest k such that dropping the k oldest fits
+        mid = (lo + hi) // 2
+        if ctx.over(_without(ctx, slots, set(order[:mid]))) <= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _without(ctx, slots, set(order[:lo]))
+
+
+def _without(ctx: _Fit, slots: list[Slot], dropped: set[int]) -> list[Slot]:
+    """`slots` minus the `dropped` groups, each run of them behind one pointer line."""
+    out: list[Slot] = []
+    run: list[str] = []
+    for slot in [*slots, None]:
+        if slot is not None and slot.group in dropped:
+            if slot.category != "anchors":
+                run.append(slot.ref)
+            continue
+        if run:
+            out.append(pointer_slot(run, ctx.recall, ctx.counter, len(out)))
+            run = []
+        if slot is not None:
+            out.append(slot)
+    return out
+
+
+def _strip_arguments(ctx: _Fit, slots: list[Slot]) -> list[Slot]:
+    last = slots[-1].group if slots else None
     for i, slot in enumerate(slots):
-        if _over(plan, slots) <= 0:
+        if ctx.over(slots) <= 0:
             break
-        if slot.message.get("tool_calls"):
-            slots[i] = cutter.strip_arguments(slot)
+        if slot.group == last and slot.message.get("tool_calls"):
+            slots[i] = strip_arguments(slot, ctx.counter, ctx.recall)
     return slots
 
 
-class _Cutter:
-    """Cuts one message's text to a token allowance, keeping head and tail around a marker."""
-
-    def __init__(self, count: Count, count_text: TextCount, expand_tool: str | None) -> None:
-        self._count = count
-        self._count_text = count_text
-        self._expand_tool = expand_tool
-
-    def cut(self, slot: Slot, allowance: int) -> Slot:
-        text = content_text(dict(slot.message))
-        if not text or allowance >= slot.tokens:
-            return slot
-        overhead = slot.tokens - self._count_text(text)
-        keep = allowance - overhead - self._count_text(marker(10**6, slot.ref, self._expand_tool))
-        while True:
-            message = self._cut_to(slot, text, max(0, keep))
-            tokens = self._count(message)
-            if tokens <= allowance or keep <= 0:
-                return replace(slot, message=message, tokens=tokens) if tokens < slot.tokens else slot
-            keep -= max(1, tokens - allowance)
-
-    def _cut_to(self, slot: Slot, text: str, keep: int) -> dict[str, Any]:
-        head = _prefix(text, keep // 2 + keep % 2, self._count_text)
-        tail = _suffix(text[len(head):], keep // 2, self._count_text)
-        cut = self._count_text(text) - self._count_text(head) - self._count_text(tail)
-        note = marker(max(cut, 0), slot.ref, self._expand_tool)
-        return {**slot.message, "content": f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"}
-
-    def strip_arguments(self, slot: Slot) -> Slot:
-        calls = [{**c, "function": {**c.get("function", {}), "arguments": "{}"}}
-                 if isinstance(c, dict) else c for c in slot.message.get("tool_calls") or ()]
-        note = marker(0, slot.ref, self._expand_tool).replace("0 tokens", "tool-call arguments")
-        message = {**slot.message, "tool_calls": calls, "content": note}
-        return replace(slot, message=message, tokens=self._count(message))
+def _last_user(ctx: _Fit, slots: list[Slot], policy: OversizedLastMessage) -> list[Slot]:
+    """The last user message elided to what is left (`truncate`), or a 400 (`reject`)."""
+    index = next((i for i in range(len(slots) - 1, -1, -1)
+                  if slots[i].protected and slots[i].message.get("role") == "user"), None)
+    if index is None or ctx.over(slots) >= slots[index].tokens:
+        return slots  # cutting it would not be enough: the request is too long as a whole
+    if policy == "reject":
+        raise last_message_too_long(ctx.limit, slots[index].tokens)
+    slots[index] = elide(slots[index], max(0, slots[index].tokens - ctx.over(slots)), ctx.counter,
+                         ctx.recall)
+    return slots
 
 
-def longest_within(length: int, fits: Callable[[int], bool]) -> int:
-    """The largest n in [0, length] with `fits(n)` (binary search; `fits` must be monotone)."""
-    lo, hi = 0, max(length, 0)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
+def last_message_too_long(budget: int, tokens: int) -> InvalidRequestError:
+    """OpenAI's answer to a context that cannot fit, for a last user message that cannot."""
+    return InvalidRequestError(
+        f"This model's maximum context length leaves {budget} input tokens for this request, but its "
+        f"last user message alone needs {tokens} tokens next to the system prompt, tool schemas and "
+        f"newest messages. Please reduce the length of the messages.",
+        param="messages", code="context_length_exceeded")
 
 
-def prefix_within(text: str, tokens: int, count: TextCount, *, max_chars: int | None = None) -> str:
-    """Longest prefix of `text` with at most `tokens` tokens (searching at most `max_chars`)."""
-    if tokens < 0:
-        return ""
-    length = len(text) if max_chars is None else min(len(text), max_chars)
-    return text[:longest_within(length, lambda n: count(text[:n]) <= tokens)]
-
-
-def _prefix(text: str, tokens: int, count: TextCount) -> str:
-    return prefix_within(text, tokens, count, max_chars=tokens * 8) if tokens > 0 else ""
-
-
-def _suffix(text: str, tokens: int, count: TextCount) -> str:
-    if tokens <= 0:
-        return ""
-    n = longest_within(min(len(text), tokens * 8), lambda k: count(text[len(text) - k:]) <= tokens)
-    return text[len(text) - n:] if n else ""
+def _too_long(plan: Plan, limit: int) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"the request needs at least {plan.tokens} input tokens (system prompt, last messages and "
+        f"tool schemas, everything else elided) but only {limit} fit the context window",
+        param="messages", code="context_length_exceeded")

@@ -10,8 +10,10 @@ from store.models import CompactionEvent
 
 PromptLevel = Literal["normal", "aggressive"]  # the two summariser prompts (seed 000 escalation)
 CircuitState = Literal["closed", "half_open", "open"]
-PassMode = Literal["normal", "hard", "unprotected"]  # how much of the fresh tail a pass may touch
-LevelRejection = Literal["error", "timeout", "empty", "not_shorter", "too_long", "unverified"]
+# normal: only before the fresh tail; hard: the tail shrinks to the newest group (the last user
+# message stays raw in both).
+PassMode = Literal["normal", "hard"]
+LevelRejection = Literal["error", "timeout", "deadline", "empty", "not_shorter", "too_long", "unverified"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,11 @@ class Occupancy:
     def free(self) -> int:
         return max(0, self.budget - self.used)
 
+    @property
+    def unused_ratio(self) -> float:
+        """Share of the input budget the request leaves unused (issue 10: a defect, not headroom)."""
+        return round(self.free / self.budget, 4) if self.budget > 0 else 0.0
+
     def as_dict(self) -> dict[str, int]:
         return {"system": self.system, "anchors": self.anchors, "summaries": self.summaries,
                 "fresh_tail": self.fresh_tail, "tools": self.tools, "free": self.free,
@@ -90,6 +97,11 @@ class PreparedRequest:
     # reply branches there instead of following an older reply).
     last_seq: int | None = None
     last_chain_hash: str | None = None
+
+    @property
+    def budget_unused_ratio(self) -> float:
+        """Share of the input budget this request leaves unused (logged, measured, recorded)."""
+        return self.occupancy.unused_ratio
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from compaction.anchors import render_anchor_block
 from compaction.budget import Budget
+from compaction.elision import RecallNames
 from compaction.messages import strip_private_fields
 from compaction.planner import REPLY_PRIMING, Plan, SystemMessage, build_plan
 from compaction.prompts import render_summary_message
@@ -34,6 +35,7 @@ class RequestContext:
     recall: RecallSettings
     client_tools_tokens: int
     body: dict[int, dict[str, Any]] = field(default_factory=dict)
+    anchor_tokens: dict[tuple[int, ...], int] = field(default_factory=dict)  # by anchor snapshot
 
     def __post_init__(self) -> None:
         for stored, raw in zip(self.ingest.messages, self.messages, strict=False):
@@ -52,9 +54,11 @@ class RequestContext:
         return REPLY_PRIMING + sum(m.token_count for m in self.ingest.messages) + self.client_tools_tokens
 
     @property
-    def expand_tool(self) -> str | None:
-        """The tool truncation markers may name: only when this request offers it."""
-        return self.recall.expand_tool_name if self.turn.offer_recall else None
+    def recall_names(self) -> RecallNames | None:
+        """The tools truncation markers may name: only when this request offers them."""
+        if not self.turn.offer_recall:
+            return None
+        return RecallNames(self.recall.search_tool_name, self.recall.expand_tool_name)
 
     @property
     def render_summary(self) -> Callable[[SummaryRecord], dict[str, Any]]:
@@ -87,6 +91,17 @@ def plan_for(ctx: RequestContext, wv: WorkingView) -> Plan:
                       request_length=len(ctx.messages))
 
 
+def measure_request(ctx: RequestContext, wv: WorkingView) -> int:
+    """Input tokens `plan_for(ctx, wv)` would have, without building the plan (a step measures
+    every candidate view)."""
+    system = sum(m.token_count for m in ctx.ingest.messages if m.role in SYSTEM_ROLES)
+    anchors = ctx.anchor_tokens.get(wv.anchor_ids)
+    if anchors is None:
+        block = anchor_block_for(ctx.tenant, ctx.conversation_id, wv, ctx.budget, ctx.counter)
+        anchors = ctx.anchor_tokens[wv.anchor_ids] = ctx.counter.count_message(block) if block else 0
+    return REPLY_PRIMING + system + anchors + sum(e.tokens for e in wv.entries) + ctx.budget.tools_tokens
+
+
 def anchor_block_for(tenant: TenantAccess, cid: str, wv: WorkingView, budget: Budget,
                      counter: TokenCounter) -> dict[str, Any] | None:
     """The anchor block of the view's snapshot (stable between steps); None before any step."""
@@ -97,9 +112,14 @@ def anchor_block_for(tenant: TenantAccess, cid: str, wv: WorkingView, budget: Bu
     return render_anchor_block(anchors, max_tokens=budget.anchor_max, counter=counter)
 
 
-def measure_stored(wv: WorkingView, budget: Budget, counter: TokenCounter, tenant: TenantAccess) -> int:
-    """Input tokens a request for the stored conversation would take (background: no request body)."""
-    block = anchor_block_for(tenant, wv.conversation_id, wv, budget, counter)
-    anchors = counter.count_message(block) if block else 0
+def measure_stored(wv: WorkingView, budget: Budget, counter: TokenCounter, tenant: TenantAccess,
+                   cache: dict[tuple[int, ...], int] | None = None) -> int:
+    """Input tokens a request for the stored conversation would take (background: no request body);
+    `cache` keeps the anchor block's size by snapshot across the measures of one step."""
+    cache = {} if cache is None else cache
+    anchors = cache.get(wv.anchor_ids)
+    if anchors is None:
+        block = anchor_block_for(tenant, wv.conversation_id, wv, budget, counter)
+        anchors = cache[wv.anchor_ids] = counter.count_message(block) if block else 0
     system = sum(m.token_count for m in wv.system)
     return REPLY_PRIMING + system + anchors + sum(e.tokens for e in wv.entries) + budget.tools_tokens

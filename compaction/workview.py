@@ -1,7 +1,9 @@
 """The working view of a conversation: persisted view items plus newer raw messages, as `Entry`s.
 
-System/developer messages are kept aside (never summarised, always emitted first by the planner).
-Token counts are the cached ones; summaries are counted once as rendered messages.
+The persisted view is what requests forward (summaries up to its boundary, raw messages after), and
+it changes only at a step, so forwarded requests between steps share their prefix. System/developer
+messages are kept aside (never summarised, always emitted first by the planner). Token counts are
+the cached ones; summaries are counted once as rendered messages.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
     view = tenant.view(conversation_id)
     latest_version = view.version if view is not None else 0
     summaries = {s.id: s for s in tenant.summaries(conversation_id)} if view else {}
-    if view is not None and view.covered_through_seq > top:
-        view = _within(tenant, view, summaries, by_seq, top)
+    if view is not None and (view.covered_through_seq > top or _hides(view, summaries, stored)):
+        view = _within(tenant, view, summaries, by_seq, top, protected_seqs(stored))
     items: list[StoredMessage | SummaryRecord] = []
     if view is not None:
         for item in view.items:
@@ -68,18 +70,35 @@ def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
                        view.anchor_ids if view else (), latest_version)
 
 
-def _within(tenant: TenantAccess, view: ContextView, summaries: dict[str, SummaryRecord],
-            by_seq: dict[int, StoredMessage], top: int) -> ContextView | None:
-    """The part of `view` a shorter request (a regenerated reply) still covers, in memory only.
+def protected_seqs(stored: Sequence[StoredMessage]) -> frozenset[int]:
+    """Seqs a request always forwards raw: its last user message and its last message."""
+    last_user = next((m.seq for m in reversed(stored) if m.role == "user"), None)
+    last = stored[-1].seq if stored else None
+    return frozenset(s for s in (last_user, last) if s is not None)
 
-    Keeps the leading items that end at or before `top` (later messages then follow raw) and the
-    snapshot's anchors that come from those messages; nothing is saved.
+
+def _hides(view: ContextView, summaries: dict[str, SummaryRecord],
+           stored: Sequence[StoredMessage]) -> bool:
+    """Whether a view summary stands for a message this request must forward raw."""
+    raw = {int(i.ref) for i in view.items if i.kind == "message"}
+    return any(s <= view.covered_through_seq and s not in raw for s in protected_seqs(stored))
+
+
+def _within(tenant: TenantAccess, view: ContextView, summaries: dict[str, SummaryRecord],
+            by_seq: dict[int, StoredMessage], top: int, protect: frozenset[int]) -> ContextView | None:
+    """The part of `view` this request can use, in memory only: a shorter request (a regenerated
+    reply) or one whose protected messages a summary stands for.
+
+    Keeps the leading items that end at or before `top` and cover no protected seq (later messages
+    then follow raw), and the snapshot's anchors that come from those messages; nothing is saved.
     """
     kept: list[ViewItem] = []
     covered = -1
+    hidden = protect - {int(i.ref) for i in view.items if i.kind == "message"}
     for item in view.items:
-        last = summaries[item.ref].last_seq if item.kind == "summary" else int(item.ref)
-        if last > top:
+        record = summaries.get(item.ref) if item.kind == "summary" else None
+        last = record.last_seq if record is not None else int(item.ref)
+        if last > top or (record is not None and any(record.first_seq <= s <= last for s in hidden)):
             break
         kept.append(item)
         covered = last
@@ -124,5 +143,12 @@ def summary_entry(record: SummaryRecord, render: RenderSummary, count: CountMess
                  record.depth)
 
 
-def snapshot_anchor_ids(anchors: Sequence[Anchor]) -> tuple[int, ...]:
-    return tuple(sorted(a.id for a in anchors if a.status == "active"))
+def snapshot_anchor_ids(anchors: Sequence[Anchor], raw_message_ids: set[int]) -> tuple[int, ...]:
+    """The anchor block of a view: active anchors whose source the view no longer shows raw (a
+    fact whose message is still in the context would be paid for twice)."""
+    return tuple(sorted(a.id for a in anchors if a.status == "active"
+                        and (a.source_message_id is None or a.source_message_id not in raw_message_ids)))
+
+
+def raw_message_ids(entries: Sequence[Entry]) -> set[int]:
+    return {e.message_id for e in entries if e.kind == "message" and e.message_id is not None}

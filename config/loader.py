@@ -197,6 +197,8 @@ def _parse_env(text: str, tp: Any, var: str) -> Any:
     optional, base = _split_optional(tp)
     if optional and text.strip().lower() in ("", "null", "none"):
         return None
+    if typing.get_origin(base) is typing.Literal:
+        return _choice(text.strip(), base, var)
     try:
         if base is bool:
             return _parse_bool(text)
@@ -232,10 +234,20 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         return _parse_env(value, tp, f"{where} (from environment variable {value.var})")
     if base is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if typing.get_origin(base) is typing.Literal:
+        return _choice(value, base, where)
     origin = typing.get_origin(base) or base
     ok = isinstance(value, origin) and not (origin is int and isinstance(value, bool))
     if not ok:
         raise ConfigError(f"{where}: expected {_type_word(base)}, got {_tname(value)}")
+    return value
+
+
+def _choice(value: Any, literal: Any, where: str) -> Any:
+    """`value` when it is one of the Literal's choices; ConfigError naming them otherwise."""
+    choices = typing.get_args(literal)
+    if value not in choices:
+        raise ConfigError(f"{where}: must be one of {', '.join(map(str, choices))}, got {value!r}")
     return value
 
 

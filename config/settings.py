@@ -8,7 +8,7 @@ overrides live in config/loader.py; this module only declares the shape and its 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from config.errors import ConfigError
 
@@ -22,6 +22,13 @@ CONDENSED_TARGET_TOKENS = 2_000
 CONTEXT_THRESHOLD_PERCENT = 75
 SUMMARIZE_MESSAGE_THRESHOLD = 20
 MAX_RECOVERY_ITERATIONS = 20
+# Agent loops (issue 10): a step lands at this share of the budget, raw messages filling it; background
+# work prepares summaries ahead, down to the preparation share; the request path waits at most this long.
+TARGET_TOKEN_PERCENT = 85
+PREPARE_TOKEN_PERCENT = 60
+SYNC_DEADLINE_S = 10.0
+OversizedLastMessage = Literal["reject", "truncate"]
+OVERSIZED_LAST_MESSAGE_POLICIES: tuple[OversizedLastMessage, ...] = ("reject", "truncate")
 # Seed 003: when neither config nor provider metadata knows the window.
 FALLBACK_CONTEXT_WINDOW = 50_000
 
@@ -46,13 +53,14 @@ class CompactionSettings:
 
     enabled: bool = True
     context_window: int | None = None  # None: model entry, then provider metadata, then fallback
-    summarize_token_percent: int = CONTEXT_THRESHOLD_PERCENT  # of the input budget
-    target_token_percent: int = 50  # a compaction step goes well below the threshold, to here
+    summarize_token_percent: int = CONTEXT_THRESHOLD_PERCENT  # of the input budget: prepare above it
+    target_token_percent: int = TARGET_TOKEN_PERCENT  # a step lands here; raw messages fill the rest
+    prepare_token_percent: int = PREPARE_TOKEN_PERCENT  # background summaries prepared down to here
     summarize_message_threshold: int = SUMMARIZE_MESSAGE_THRESHOLD
     reserve_tokens: int = 4_096  # reply reserve when the request sets no max_tokens (<= window/4)
     safety_margin_tokens: int = 256
     fresh_tail_count: int = FRESH_TAIL_COUNT
-    fresh_tail_max_percent: int = 50  # of the budget; the last user turn is kept regardless
+    fresh_tail_max_percent: int = 50  # of the budget; the newest group and last user message regardless
     anchor_max_percent: int = 15  # bounded share of the budget for the anchor block
     leaf_min_fanout: int = LEAF_MIN_FANOUT
     leaf_chunk_tokens: int = LEAF_CHUNK_TOKENS
@@ -61,17 +69,26 @@ class CompactionSettings:
     condensed_target_tokens: int = CONDENSED_TARGET_TOKENS
     max_recovery_iterations: int = MAX_RECOVERY_ITERATIONS
     background: bool = True  # threshold compaction after the turn, off the request path
+    sync_deadline_s: float = SYNC_DEADLINE_S  # request-path compaction: local levels past this
+    oversized_last_message: OversizedLastMessage = "reject"  # reject (400 context_length_exceeded) | truncate
 
     def validate(self, where: str) -> None:
         """Raise ConfigError naming the first bad key."""
-        for name in ("summarize_token_percent", "target_token_percent", "fresh_tail_max_percent",
-                     "anchor_max_percent"):
+        for name in ("summarize_token_percent", "target_token_percent", "prepare_token_percent",
+                     "fresh_tail_max_percent", "anchor_max_percent"):
             value = getattr(self, name)
             if not 0 < value <= 100:
                 raise ConfigError(f"{where}.{name}: must be between 1 and 100, got {value}")
-        if self.target_token_percent >= self.summarize_token_percent:
-            raise ConfigError(f"{where}.target_token_percent: must be below summarize_token_percent "
-                              f"({self.target_token_percent} >= {self.summarize_token_percent})")
+        if self.prepare_token_percent >= self.target_token_percent:
+            raise ConfigError(f"{where}.prepare_token_percent: must be below target_token_percent "
+                              f"({self.prepare_token_percent} >= {self.target_token_percent})")
+        if not 0 < self.sync_deadline_s <= 3_600:
+            raise ConfigError(f"{where}.sync_deadline_s: must be between 0 and 3600 seconds, "
+                              f"got {self.sync_deadline_s}")
+        if self.oversized_last_message not in OVERSIZED_LAST_MESSAGE_POLICIES:
+            raise ConfigError(f"{where}.oversized_last_message: must be one of "
+                              f"{', '.join(OVERSIZED_LAST_MESSAGE_POLICIES)}, "
+                              f"got {self.oversized_last_message!r}")
         for name in ("summarize_message_threshold", "reserve_tokens", "safety_margin_tokens",
                      "fresh_tail_count", "leaf_min_fanout", "leaf_chunk_tokens", "leaf_target_tokens",
                      "condensed_min_fanout", "condensed_target_tokens", "max_recovery_iterations"):

@@ -26,8 +26,10 @@ from store.models import (
     SummaryRecord,
 )
 
-# Builds a pass's view and event from its committed summary and anchors (added, superseded).
-PassFinisher = Callable[[SummaryRecord, list[Anchor], list[Anchor]], tuple[ContextView, CompactionEvent]]
+# Builds a pass's view and event from its committed summary and anchors (added, superseded); a None
+# view leaves the conversation's view as it is (a summary prepared ahead, not yet in the view).
+PassFinisher = Callable[[SummaryRecord, list[Anchor], list[Anchor]],
+                        tuple[ContextView | None, CompactionEvent]]
 
 
 class TenantAccess(Protocol):
@@ -64,7 +66,7 @@ class TenantAccess(Protocol):
     def save_view(self, view: ContextView) -> ContextView: ...
 
     def commit_pass(self, draft: SummaryDraft, anchor_drafts: Sequence[AnchorDraft],
-                    finish: PassFinisher) -> tuple[SummaryRecord, ContextView, CompactionEvent]: ...
+                    finish: PassFinisher) -> tuple[SummaryRecord, ContextView | None, CompactionEvent]: ...
 
     def anchors(self, conversation_id: str, *, include_superseded: bool = False) -> list[Anchor]: ...
 

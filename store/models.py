@@ -13,7 +13,9 @@ from typing import Any, Literal
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 MessageSource = Literal["client", "reply"]
 SummaryKind = Literal["leaf", "condensed"]
-SummaryLevel = Literal["normal", "aggressive", "truncation", "extractive"]
+# normal/aggressive: the LLM summariser's prompts; extractive: the local one; truncation: whole messages
+# kept, the rest behind one pointer line; elision (events only): request-time cuts in place.
+SummaryLevel = Literal["normal", "aggressive", "truncation", "extractive", "elision"]
 ViewItemKind = Literal["message", "summary"]
 Verification = Literal["passed", "failed", "not_run"]
 

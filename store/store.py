@@ -324,15 +324,17 @@ class TenantStore:
             return saved
 
     def commit_pass(self, draft: SummaryDraft, anchor_drafts: Sequence[AnchorDraft],
-                    finish: PassFinisher) -> tuple[SummaryRecord, ContextView, CompactionEvent]:
+                    finish: PassFinisher) -> tuple[SummaryRecord, ContextView | None, CompactionEvent]:
         """One compaction pass, all or nothing: the anchors of its sources, the summary, then the
-        view and event `finish` builds from them (it may read the store, never write it)."""
+        view (when `finish` gives one) and event it builds from them (it may read the store, never
+        write it)."""
         with self._tx():
             added, superseded = (self.upsert_anchors(draft.conversation_id, anchor_drafts)
                                  if anchor_drafts else ([], []))
             record = self.add_summary(draft)
             view, event = finish(record, added, superseded)
-            return record, self.save_view(view), self.record_event(event)
+            saved = self.save_view(view) if view is not None else None
+            return record, saved, self.record_event(event)
 
     # -- anchors, events, forwarded requests, tool rounds ----------------------------------------
 

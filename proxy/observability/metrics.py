@@ -28,6 +28,7 @@ METRIC_NAMES = (
     "ctxproxy_verification_rejections_total",
     "ctxproxy_anchors_extracted_total",
     "ctxproxy_forced_truncations_total",
+    "ctxproxy_budget_unused_ratio",
     "ctxproxy_recall_calls_total",
     "ctxproxy_prefix_stable_requests_total",
     "ctxproxy_prefix_checked_requests_total",
@@ -35,6 +36,7 @@ METRIC_NAMES = (
 )
 CIRCUIT_STATES = {"closed": 0, "half-open": 1, "half_open": 1, "open": 2}
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_UNUSED_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1)
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
 
 
@@ -76,6 +78,9 @@ class Metrics:
         self.anchors_extracted = _c("ctxproxy_anchors_extracted_total", "Anchors added", reg)
         self.forced_truncations = _c("ctxproxy_forced_truncations_total",
                                      "Requests that needed deterministic truncation", reg)
+        self.budget_unused = Histogram("ctxproxy_budget_unused_ratio",
+                                       "Share of the input budget a forwarded request leaves unused",
+                                       registry=reg, buckets=_UNUSED_BUCKETS)
         self.recall_calls = _c("ctxproxy_recall_calls_total",
                                "Recall operations answered (via: tool_loop or http)", reg,
                                ("operation", "via"))
@@ -97,7 +102,7 @@ class Metrics:
         self.overhead.observe(seconds)
 
     def observe_prepared(self, prepared: Any) -> None:
-        """Token, prefix-stability and forced-truncation figures of one PreparedRequest.
+        """Token, unused-budget, prefix-stability and forced-truncation figures of one PreparedRequest.
 
         Its compaction steps are counted by the engine's observer (proxy/observability/observer.py), like
         background ones, so they are not counted here again.
@@ -106,6 +111,7 @@ class Metrics:
         self.tokens_received.inc(received)
         self.tokens_forwarded.inc(forwarded)
         self.tokens_saved.inc(max(0, received - forwarded))
+        self.budget_unused.observe(prepared.budget_unused_ratio)
         if prepared.forced_truncation:
             self.forced_truncations.inc()
         if prepared.prefix_stable is not None:

@@ -47,6 +47,8 @@ class ResultLimit(Protocol):
 
     def bound(self, name: str, message: JSON, allowance: int) -> JSON: ...
 
+    def fit(self, messages: list[JSON], tools: Sequence[JSON]) -> list[JSON]: ...
+
 
 class RoundTransport(Protocol):
     """One upstream round of the loop: a JSON reply, or the stream's chunk objects (without [DONE]).
@@ -93,8 +95,8 @@ class ToolLoop:
 
     def round_body(self, body: JSON, messages: list[JSON], offer: bool) -> JSON:
         """The body of one upstream round: the client's tools, plus ours when `offer`."""
-        out = {**body, "messages": messages}
         tools = list(body.get("tools") or []) + (self.tools.schemas() if offer else [])
+        out = {**body, "messages": self.limit.fit(messages, tools) if self.limit else messages}
         if tools:
             out["tools"] = tools
         else:  # nothing left to offer: a bare tool_choice would be rejected by the provider

@@ -108,6 +108,7 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     record.conversation_id = prepared.conversation_id
     record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
     record.compacted = prepared.compacted
+    record.budget_unused_ratio = prepared.budget_unused_ratio
     record.summarizer_wait = prepared.waited_on_summarizer
     record.forced_truncation = prepared.forced_truncation
     record.compaction_steps = len(prepared.events)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from compaction.engine import Engine
 from compaction.types import ChatTurn, SummarizerChoice
+from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
 from store.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, tool, user
@@ -88,29 +90,43 @@ async def test_bad_summarisers_never_commit_bad_text(store: Store, behaviour: st
     assert summaries and prepared.tokens_forwarded <= prepared.budget
     for s in summaries:
         assert INVENTED not in s.content and s.content.strip()
-        assert s.level == "truncation"
+        assert s.level == "extractive"  # the local fallback, never the bad answer
     await engine.aclose()
 
 
-async def test_threshold_step_runs_in_background_then_prefix_is_stable(
+async def test_background_prepares_ahead_then_a_step_substitutes_without_waiting(
         faithful: tuple[Engine, ScriptedSummarizer]) -> None:
+    """Above the threshold, summaries are prepared off the request path and the view stays put
+    (every request extends the previous one); the first request that no longer fits substitutes
+    them, landing near the target with raw messages, and no summariser runs while it waits."""
     engine, summarizer = faithful
     msgs = history(48, words=40)
     first = await engine.prepare(turn(msgs))
     assert not first.summary_ids and first.tokens_forwarded > first.budget * 75 // 100
-    reply = asst("Your first order was ORD-1000.")
-    engine.record_reply(first, turn(msgs), reply)
-    assert engine.after_turn(first, turn(msgs))
-    await engine.background.drain()
-    assert summarizer.call_count >= 1 and engine.background.failed == 0
-    second_msgs = [*msgs, reply, user("thanks")]
-    second = await engine.prepare(turn(second_msgs))
-    assert second.summary_ids and not second.waited_on_summarizer
-    assert second.tokens_forwarded <= second.budget * 75 // 100
-    third_msgs = [*second_msgs, asst("you're welcome"), user("one more")]
-    third = await engine.prepare(turn(third_msgs))
-    assert third.prefix_stable is True
-    assert list(third.messages[:len(second.messages)]) == list(second.messages)
+    tenant = engine.store.for_tenant("tenant-a")
+    previous, step = first, first
+    for i in range(40):
+        reply = asst(f"Answer {i}: " + "explanation " * 40)
+        engine.record_reply(previous, turn(msgs), reply)
+        engine.after_turn(previous, turn(msgs))
+        await engine.background.drain()
+        assert tenant.summaries(first.conversation_id) and engine.background.failed == 0
+        msgs = [*msgs, reply, user(f"Question {100 + i}: order ORD-{2000 + i} " + "details " * 40)]
+        calls = summarizer.call_count
+        step = await engine.prepare(turn(msgs))
+        assert summarizer.call_count == calls and not step.waited_on_summarizer and not step.events
+        if step.summary_ids:
+            break
+        assert step.prefix_stable is True and tenant.view(first.conversation_id) is None
+        previous = step
+    assert step.summary_ids and step.prefix_stable is False  # the one request whose prefix moved
+    assert step.budget * 75 // 100 < step.tokens_forwarded <= step.budget * 85 // 100
+    assert step.budget_unused_ratio == round(1 - step.tokens_forwarded / step.budget, 4)
+    reply = asst("ok")
+    engine.record_reply(step, turn(msgs), reply)
+    following = await engine.prepare(turn([*msgs, reply, user("one more")]))
+    assert following.prefix_stable is True
+    assert list(following.messages[:len(step.messages)]) == list(step.messages)
 
 
 async def test_tool_rounds_survive_compaction(faithful: tuple[Engine, ScriptedSummarizer]) -> None:
@@ -153,13 +169,43 @@ async def test_conversation_locks_do_not_accumulate(faithful: tuple[Engine, Scri
     assert len(engine._locks) == 0  # the growth this test guards against is internal state
 
 
-async def test_forced_truncation_is_a_recorded_compaction_step(
+async def test_a_last_user_message_that_cannot_fit_is_a_400(
+        faithful: tuple[Engine, ScriptedSummarizer]) -> None:
+    engine, summarizer = faithful
+    msgs = [sys("You are a support agent."), *history(3)[1:-1], user("word " * 20_000)]
+    with pytest.raises(InvalidRequestError) as info:
+        await engine.prepare(turn(msgs))
+    assert (info.value.status, info.value.code, info.value.param) == (400, "context_length_exceeded",
+                                                                      "messages")
+    assert summarizer.call_count == 0  # refused before any compaction work
+
+
+async def test_truncate_policy_elides_the_last_user_message_as_a_recorded_step(
         faithful: tuple[Engine, ScriptedSummarizer]) -> None:
     engine, _ = faithful
-    prepared = await engine.prepare(turn([sys("You are a support agent."), user("word " * 20_000)]))
+    settings = replace(SMALL, oversized_last_message="truncate")
+    prepared = await engine.prepare(turn([sys("You are a support agent."), user("word " * 20_000)],
+                                         settings=settings))
     assert prepared.forced_truncation and prepared.tokens_forwarded <= prepared.budget
+    last = str(prepared.messages[-1]["content"])
+    assert last.startswith("word word") and "tokens of message" in last and "elided here" in last
     (event,) = [e for e in prepared.events if e.tier == "truncation"]
-    assert (event.trigger, event.level, event.outcome) == ("hard_budget", "truncation", "committed")
+    assert (event.trigger, event.level, event.outcome) == ("hard_budget", "elision", "committed")
     assert event.tokens_after <= prepared.budget < event.tokens_before
     stored = engine.store.for_tenant("tenant-a").events(prepared.conversation_id)
     assert [e.id for e in stored if e.tier == "truncation"] == [event.id]
+
+
+async def test_a_huge_newest_tool_result_is_elided_in_place_and_keeps_its_pairing(
+        faithful: tuple[Engine, ScriptedSummarizer]) -> None:
+    engine, _ = faithful
+    msgs = [sys("You are a coding agent."), user("Fix the failing test in src/app.py."),
+            asst(None, ["c1"]), tool("c1", "line of the file\n" * 4_000)]
+    prepared = await engine.prepare(turn(msgs))
+    assert prepared.forced_truncation and prepared.tokens_forwarded <= prepared.budget
+    assert prepared.messages[1] == msgs[1]  # the task, raw
+    result = prepared.messages[-1]
+    assert result["role"] == "tool" and result["tool_call_id"] == "c1"
+    content = str(result["content"])
+    assert content.startswith("line of the file") and "tokens of tool result" in content
+    assert prepared.tokens_forwarded > prepared.budget // 2  # a long excerpt, not a husk

@@ -1,13 +1,19 @@
-"""Escalation: normal -> aggressive -> truncation; rejected outputs never win; never raises."""
+"""The fallback chain: LLM normal -> aggressive -> local extractive -> truncation that keeps whole
+messages behind one pointer line; rejected outputs never win; a deadline skips the LLM levels;
+never raises."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compaction.deadline import MIN_CALL_S, Deadline
 from compaction.escalation import EscalationOutcome, summarize_with_escalation, truncate_sources
 from compaction.prompts import build_source_text
+from compaction.source_blocks import blocks
 from compaction.summarizers import ExtractiveSummarizer
 from compaction.tokens import TokenCounter
 from compaction.types import Summarizer, SummaryRequest
@@ -55,22 +61,78 @@ async def test_bad_normal_then_aggressive(behaviour: str, reason: str) -> None:
     assert [c.level for c in fake.calls] == ["normal", "aggressive"]
 
 
-async def test_inventions_recorded_and_truncation_when_all_fail() -> None:
+async def test_inventions_recorded_and_the_local_extractive_level_serves() -> None:
     outcome = await run(ScriptedSummarizer("inventing"))
-    assert outcome.level == "truncation" and outcome.model == "local/truncation"
-    assert {"ord-99999", "7777", "zelda", "quorn"} <= set(outcome.rejected_facts)
-    assert "expand" in outcome.text and 0 < outcome.token_count <= 300
+    assert [a.level for a in outcome.attempts] == ["normal", "aggressive", "extractive"]
+    assert outcome.level == "extractive" and outcome.model == "local/extractive"
+    assert outcome.verification == "passed" and "ORD-99999" not in outcome.text
+    assert {a.reason for a in outcome.attempts[:2]} == {"unverified"}
+    rejected = {f.lower() for f in outcome.rejected_facts}
+    assert any("99999" in f for f in rejected) and any("7777" in f or "7,777" in f for f in rejected)
+    assert 0 < outcome.token_count <= 300
 
 
 async def test_timeout_is_a_rejection() -> None:
     outcome = await run(ScriptedSummarizer("slow", delay_s=5), timeout_s=0.01)
     assert [a.reason for a in outcome.attempts[:2]] == ["timeout", "timeout"]
-    assert outcome.level == "truncation"
+    assert outcome.level == "extractive"
+
+
+async def test_past_the_deadline_only_local_levels_run() -> None:
+    fake = ScriptedSummarizer("faithful")
+    outcome = await summarize_with_escalation(
+        fake, kind="leaf", sources_text=SOURCES, anchors_text="", target_tokens=300, counter=COUNTER,
+        input_tokens=INPUT, deadline=Deadline(0.0, clock=lambda: 1.0))
+    assert fake.call_count == 0  # no network call once the deadline has passed
+    assert [(a.level, a.reason) for a in outcome.attempts[:2]] == [("normal", "deadline"),
+                                                                   ("aggressive", "deadline")]
+    assert outcome.level == "extractive" and outcome.ok
+
+
+class Gated(ScriptedSummarizer):
+    """Answers faithfully once the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__("faithful")
+        self.gate = asyncio.Event()
+        self.started = 0
+
+    async def complete(self, request: SummaryRequest) -> str:
+        self.started += 1
+        await self.gate.wait()
+        return await super().complete(request)
+
+
+async def test_a_call_the_deadline_cuts_is_detached_not_cancelled() -> None:
+    fake = Gated()
+    detached: list[asyncio.Task[str]] = []
+    outcome = await summarize_with_escalation(
+        fake, kind="leaf", sources_text=SOURCES, anchors_text="", target_tokens=300, counter=COUNTER,
+        input_tokens=INPUT, deadline=Deadline.after(MIN_CALL_S + 0.01), detach=detached.append)
+    assert [a.reason for a in outcome.attempts[:2]] == ["timeout", "deadline"]
+    assert outcome.level == "extractive" and fake.started == 1
+    assert len(detached) == 1 and not detached[0].done()  # still running, not cancelled
+    fake.gate.set()
+    assert "## Intent" in await detached[0]  # the call went on and answered
 
 
 async def test_too_long_rejected() -> None:
-    outcome = await run(ScriptedSummarizer("faithful"), target=40)
-    assert outcome.level == "truncation" or outcome.token_count <= 60
+    outcome = await run(ScriptedSummarizer("verbose"), target=40)
+    assert outcome.attempts[0].reason in ("too_long", "not_shorter")
+    assert outcome.token_count <= 60 and outcome.level in ("extractive", "truncation")
+
+
+async def test_truncation_keeps_whole_messages_behind_one_pointer_line() -> None:
+    """When every summariser level is rejected, the summary is whole source messages plus ONE line
+    naming the others (never per-message head/tail husks)."""
+    sources = build_source_text([stored(0, "user", "Ship order ORD-1000 to Oslo."),
+                                 stored(1, "tool", "row " * 400),
+                                 stored(2, "assistant", "Shipped ORD-1000; tracking TR-55.")])
+    out = truncate_sources(sources, 60, COUNTER)
+    assert "[#1 user]\nShip order ORD-1000 to Oslo." in out
+    assert "[#3 assistant]\nShipped ORD-1000; tracking TR-55." in out
+    assert out.count("[ctxproxy: ") == 1 and "ids 2" in out and "row" not in out
+    assert COUNTER.count_text(out) <= 60
 
 
 async def test_extractive_summarizer_single_level() -> None:
@@ -94,6 +156,11 @@ def test_truncation_never_longer_than_input(texts: list[str], target: int) -> No
     limit = min(target, input_tokens - 1)
     out = truncate_sources(sources, limit, COUNTER)
     assert COUNTER.count_text(out) <= max(limit, 0)
+    whole = {b.text for b in blocks(sources)}
+    parts = [p for p in out.split("\n\n") if p]
+    pointers = [p for p in parts if p.startswith("[ctxproxy: ")]
+    assert len(pointers) <= 1  # one pointer line for everything left out
+    assert all(p in whole or p in pointers for p in parts) or not out  # never a cut message
     assert COUNTER.count_text(out) < input_tokens or input_tokens == 0
 
 

@@ -69,13 +69,14 @@ def test_accessors() -> None:
     assert message_text(msg) == 'Looking\nsearch({"q": "ORD-1"})'
 
 
-def test_truncation_cuts_input_text_parts() -> None:
+def test_elision_cuts_input_text_parts() -> None:
+    from compaction.elision import elide
     from compaction.planner import Slot
     from compaction.tokens import TokenCounter
-    from compaction.truncate import _Cutter
     counter = TokenCounter.for_model("gpt-4o")
     message = {"role": "user", "content": [{"type": "input_text", "text": "word " * 500}]}
     slot = Slot(message=message, tokens=counter.count_message(message), category="fresh_tail", group=1,
                 protected=False, ref="7")
-    cut = _Cutter(counter.count_message, counter.count_text, None).cut(slot, slot.tokens - 1)
-    assert cut.tokens < slot.tokens and "truncated from message 7" in str(cut.message["content"])
+    cut = elide(slot, slot.tokens // 2, counter, None)
+    assert slot.tokens // 3 < cut.tokens <= slot.tokens // 2  # a long excerpt, never a husk
+    assert "tokens of message 7 elided here" in str(cut.message["content"])

@@ -15,7 +15,7 @@ from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Setti
 from store.store import Store
 from tests.fakes.summarizer import ScriptedSummarizer
 
-SETTINGS = CompactionSettings(summarize_token_percent=70, target_token_percent=40,
+SETTINGS = CompactionSettings(summarize_token_percent=70, target_token_percent=40, prepare_token_percent=30,
                               summarize_message_threshold=10, reserve_tokens=1_000,
                               safety_margin_tokens=100)
 HINDI = "नमस्ते दुनिया, आज हम ऑर्डर के बारे में बात करेंगे। " * 6  # o200k: far fewer tokens than cl100k

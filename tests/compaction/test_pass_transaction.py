@@ -9,32 +9,32 @@ import pytest
 
 from config.errors import CtxProxyError, StoreError
 from config.settings import StoreSettings
-from store.models import ContextView
+from store.models import SummaryDraft, SummaryRecord
 from store.store import Store, TenantStore
 from tests.compaction.test_engine import history, make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer
 
 
-class _ViewlessTenant(TenantStore):
-    """Fails when a pass saves its view: after its anchors and summary were written."""
+class _SummarylessTenant(TenantStore):
+    """Fails when a pass writes its summary: after its anchors were written, in the same transaction."""
 
-    def save_view(self, view: ContextView) -> ContextView:
-        raise StoreError("injected: disk full while saving the view")
+    def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
+        raise StoreError("injected: disk full while writing the summary")
 
 
-class _ViewlessStore(Store):
+class _SummarylessStore(Store):
     def for_tenant(self, tenant_id: str) -> TenantStore:
-        return _ViewlessTenant(self, tenant_id)
+        return _SummarylessTenant(self, tenant_id)
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    s = _ViewlessStore.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
+    s = _SummarylessStore.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
     yield s
     s.close()
 
 
-async def test_a_pass_failing_before_its_view_is_saved_writes_only_the_failed_event(store: Store) -> None:
+async def test_a_pass_failing_half_way_writes_only_the_failed_event(store: Store) -> None:
     engine = make_engine(store, ScriptedSummarizer("faithful"))
     msgs = history(24, words=40)
     prepared = await engine.prepare(turn(msgs))

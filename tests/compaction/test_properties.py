@@ -2,7 +2,10 @@
 
 Whatever the conversation (parallel and nested tool rounds, huge tool outputs, pinned messages) and
 whatever the budget, the forwarded list fits (counted with the real tokenizer), pairs every tool call
-with its results, keeps every system message and ends with the client's last message.
+with its results, keeps every system message, ends with the client's last message, carries the last
+user message raw (or the request is a 400 `context_length_exceeded`), and never holds a per-message
+husk: a message is whole, an elided tool result keeping a long excerpt, or one pointer line per
+dropped run. The fresh tail is whole groups.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.planner import SystemMessage, build_plan, raw_entries
-from compaction.selection import Entry, protected_start
+from compaction.elision import MARK, RecallNames
+from compaction.planner import Plan, SystemMessage, build_plan, raw_entries
+from compaction.selection import Entry, fresh_tail_start, last_user_index, spans
 from compaction.tokens import TokenCounter
-from compaction.toolpairs import SYSTEM_ROLES, is_derived, validate_outgoing
+from compaction.toolpairs import SYSTEM_ROLES, group_messages, is_derived, validate_outgoing
 from compaction.truncate import fit
 from config.errors import InvalidRequestError
 from tests.compaction.conftest import MODEL, asst, tool, user
@@ -72,7 +76,8 @@ def _plan_inputs(msgs: list[dict[str, Any]], summarise_first: int) -> tuple[list
 
 
 def _group_boundary(entries: list[Entry], n: int) -> int:
-    n = min(n, protected_start(entries))
+    last_user = last_user_index(entries)
+    n = min(n, last_user if last_user is not None else len(entries) - 1)
     while 0 < n < len(entries) and entries[n].group == entries[n - 1].group:
         n -= 1
     return n
@@ -87,12 +92,22 @@ def _render(clean: list[dict[str, Any]]) -> Any:
     return render
 
 
+RECALL = RecallNames("context_search", "context_expand")
+
+
+def _fit(plan: Plan, offered: bool, policy: str) -> Plan:
+    messages = plan.budget - plan.tools_tokens
+    out, _ = fit(plan, COUNTER, RECALL if offered else None, oversized=messages // 4,
+                 tail_share=plan.budget // 2, last_message="truncate" if policy == "truncate" else "reject")
+    return out
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversation(), st.integers(300, 6_000), st.integers(0, 400), st.integers(0, 12),
-       st.booleans())
+       st.booleans(), st.sampled_from(["reject", "truncate"]))
 def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[dict[str, Any]], budget: int,
                                                        tools_tokens: int, summarise_first: int,
-                                                       offered: bool) -> None:
+                                                       offered: bool, policy: str) -> None:
     clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
     system, entries = _plan_inputs(msgs, summarise_first)
     summary_tokens = COUNTER.count_message(SUMMARY_MSG)
@@ -103,24 +118,69 @@ def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[dict[str, Any
                       entries, _render(clean), tools_tokens=tools_tokens, budget=budget,
                       request_length=len(msgs))
     assert plan.tokens == COUNTER.count_messages(plan.messages) + tools_tokens
+    last_user = clean[max(i for i, m in enumerate(msgs) if m["role"] == "user")]
     try:
-        out, _ = fit(plan, COUNTER.count_message, COUNTER.count_text, "context_expand" if offered else None)
-    except InvalidRequestError:
-        _assert_skeleton_cannot_fit(plan)
+        out = _fit(plan, offered, policy)
+    except InvalidRequestError as exc:
+        assert (exc.code, exc.param) == ("context_length_exceeded", "messages")
+        _assert_skeleton_cannot_fit(plan, policy)
         return
     forwarded = list(out.messages)
     assert COUNTER.count_messages(forwarded) + tools_tokens <= budget
     validate_outgoing(forwarded, msgs)
-    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
-    assert any(is_derived(m, msgs[last_user]) for m in forwarded)
+    if policy == "reject":
+        assert last_user in forwarded  # raw, exactly as sent
+    else:
+        assert any(is_derived(m, last_user) for m in forwarded)
+    assert_no_husks(plan, out)
     if not offered:
         assert all("context_expand" not in str(m.get("content")) for m in forwarded)
 
 
-def _assert_skeleton_cannot_fit(plan: Any) -> None:
-    """Only a protected skeleton (empty contents, bare framing) bigger than the budget may be refused."""
+def assert_no_husks(plan: Plan, out: Plan) -> None:
+    """Every forwarded message is an original, a summary/anchor block, one pointer line per dropped
+    run, or an elided message keeping at least the oversized share (the newest group and the last
+    user message excepted: they are cut only when nothing else is left to give)."""
+    originals = {id(s.message) for s in plan.slots}
+    oversized = (plan.budget - plan.tools_tokens) // 4
+    newest = plan.slots[-1].group
+    slots = list(out.slots)
+    for index, slot in enumerate(slots):
+        text = str(slot.message.get("content") or "")
+        if id(slot.message) in originals:
+            continue
+        if slot.ref == "pointer":
+            assert text.startswith(MARK) and text.count(MARK) == 1
+            assert index == 0 or slots[index - 1].ref != "pointer"  # one line per run
+            continue
+        assert text.count(MARK) == 1, text
+        if slot.group != newest and not (slot.protected and slot.message.get("role") == "user"):
+            assert slot.tokens >= oversized - 10, (slot.tokens, oversized)
+
+
+@settings(max_examples=200, deadline=None)
+@given(conversation(), st.integers(1, 40), st.integers(50, 5_000))
+def test_the_fresh_tail_is_whole_groups_within_its_share(msgs: list[dict[str, Any]], count: int,
+                                                        max_tokens: int) -> None:
+    _, entries = _plan_inputs(msgs, 0)
+    start = fresh_tail_start(entries, count, max_tokens)
+    starts = {span.start for span in spans(entries)}
+    assert start in starts  # a group boundary: never half a tool round
+    newest = max(starts)
+    assert start <= newest  # the newest group, always
+    if start < newest:
+        tail = entries[start:]
+        assert len(tail) <= count and sum(e.tokens for e in tail) <= max_tokens
+    groups = group_messages([m for m in msgs if m["role"] not in SYSTEM_ROLES])
+    assert len(spans(entries)) == len(groups)
+
+
+def _assert_skeleton_cannot_fit(plan: Plan, policy: str) -> None:
+    """Only a protected skeleton bigger than the budget may be refused: with `reject`, the last user
+    message kept raw and everything else bare; with `truncate`, every protected message bare."""
     protected = [s.message for s in plan.slots if s.protected]
-    bare = [{**m, "content": ""} for m in protected]
+    raw_user = policy == "reject"
+    bare = [m if raw_user and m.get("role") == "user" else {**m, "content": ""} for m in protected]
     assert COUNTER.count_messages(bare) + plan.tools_tokens > plan.budget - 60 * len(bare)
 
 

@@ -1,9 +1,11 @@
-"""A slow summariser never blocks an under-budget turn: background steps hold the conversation lock,
-the request path only takes it when the request is over the hard budget."""
+"""A slow summariser never blocks a turn: background steps prepare summaries without the request's
+lock, an under-budget turn never waits, and a turn that must compact waits at most its deadline
+(`compaction.sync_deadline_s`), then goes on with the local levels."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 from compaction.engine import Engine
 from store.store import Store
 from tests.compaction.conftest import asst, user
-from tests.compaction.test_engine import history, make_engine, turn
+from tests.compaction.test_engine import SMALL, history, make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer
 
 HANG_GUARD_S = 60.0  # only so a regression fails instead of hanging; never a timing assertion
@@ -68,3 +70,39 @@ async def test_a_stuck_step_is_cancelled_on_close_without_committing(store: Stor
     tenant = store.for_tenant("tenant-a")
     assert not engine.background.is_running(cid)
     assert tenant.summaries(cid) == [] and tenant.view(cid) is None
+
+
+async def test_a_request_that_must_compact_goes_on_at_the_deadline(store: Store) -> None:
+    """The summariser never answers: the request still gets its answer, served by the local
+    extractive level once its deadline passed; the cut LLM call goes on off the request path."""
+    summarizer = ScriptedSummarizer("slow", delay_s=3_600)
+    engine = make_engine(store, summarizer)
+    settings = replace(SMALL, sync_deadline_s=1.0)
+    try:
+        prepared = await asyncio.wait_for(engine.prepare(turn(history(70), settings=settings)),
+                                          HANG_GUARD_S)
+        assert prepared.tokens_forwarded <= prepared.budget and prepared.summary_ids
+        assert prepared.waited_on_summarizer and summarizer.call_count <= 1  # then no more calls
+        levels = {e.level for e in prepared.events if e.outcome == "committed"}
+        assert levels <= {"extractive", "elision"} and "extractive" in levels
+        assert engine.background.detached == summarizer.call_count  # a cut call goes on, off the path
+        tenant = store.for_tenant("tenant-a")
+        assert tenant.view(prepared.conversation_id) is not None  # the step landed and was saved
+    finally:
+        await engine.aclose()
+    assert engine.background.detached == 0  # cancelled on close
+
+
+async def test_concurrent_requests_do_not_wait_on_each_others_stuck_step(store: Store) -> None:
+    summarizer = ScriptedSummarizer("slow", delay_s=3_600)
+    engine = make_engine(store, summarizer)
+    settings = replace(SMALL, sync_deadline_s=0.3)
+    msgs = history(70)
+    try:
+        first, second = await asyncio.wait_for(asyncio.gather(
+            engine.prepare(turn(msgs, settings=settings)),
+            engine.prepare(turn([*msgs[:-1], user("And my second order?")], settings=settings))),
+            HANG_GUARD_S)
+        assert first.tokens_forwarded <= first.budget and second.tokens_forwarded <= second.budget
+    finally:
+        await engine.aclose()

@@ -1,9 +1,11 @@
-"""Compaction steps land where the policy says: summaries shrink the context, a background step goes
-down to its target (not just under the threshold), and the engine counts exactly what it forwards."""
+"""Compaction steps land where the policy says: summaries shrink the context, a background step
+prepares summaries down to the preparation level without moving the view, and the engine counts
+exactly what it forwards."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -46,23 +48,26 @@ def test_summary_target_scales_to_the_window_and_is_at_most_half_the_input() -> 
     assert big.summary_target(CompactionSettings(), "condensed", 50_000) == 2_000
 
 
-async def test_background_step_lands_at_or_below_its_target(engine: Engine) -> None:
-    msgs = history(23, words=150)  # ~155-token messages: 32 of them would fill half the budget
-    t = turn(msgs, window=WINDOW, settings=DEFAULTS)
+async def test_background_step_prepares_down_to_its_level_and_leaves_the_view(engine: Engine) -> None:
+    settings = replace(DEFAULTS, fresh_tail_max_percent=25)  # room to prepare below the tail
+    msgs = history(23, words=150)  # ~155-token messages
+    t = turn(msgs, window=WINDOW, settings=settings)
     first = await engine.prepare(t)
     assert not first.summary_ids and first.tokens_forwarded > first.budget * 75 // 100
     reply = asst("Your first order was ORD-1000.")
     engine.record_reply(first, t, reply)
     assert engine.after_turn(first, t)
     await engine.background.drain()
-    events = engine.store.for_tenant("tenant-a").events(first.conversation_id)
-    assert events and all(e.outcome == "committed" for e in events)
-    target = first.budget * DEFAULTS.target_token_percent // 100
-    assert events[-1].tokens_after <= target
-    nxt = [*msgs, reply, user("thanks")]
-    second = await engine.prepare(turn(nxt, window=WINDOW, settings=DEFAULTS))
-    assert second.summary_ids and second.tokens_forwarded <= target + 60  # + the new turn
+    tenant = engine.store.for_tenant("tenant-a")
+    events = tenant.events(first.conversation_id)
+    assert len(events) >= 2 and all(e.outcome == "committed" for e in events)
     assert all(e.tokens_after < e.tokens_before for e in events)
+    level = first.budget * settings.prepare_token_percent // 100
+    assert events[-1].tokens_after <= level < events[-2].tokens_after  # prepared that far, no further
+    assert tenant.view(first.conversation_id) is None  # prepared ahead; the forwarded prefix is intact
+    nxt = [*msgs, reply, user("thanks")]
+    second = await engine.prepare(turn(nxt, window=WINDOW, settings=settings))
+    assert not second.summary_ids and second.prefix_stable is True
 
 
 async def test_a_summary_that_would_not_shrink_the_context_is_skipped(engine: Engine) -> None:

@@ -69,8 +69,7 @@ async def test_regenerated_reply_is_planned_over_the_existing_summaries(store: S
     msgs = history(48, words=40)
     first = await engine.prepare(turn(msgs))
     engine.record_reply(first, turn(msgs), asst("Your first order was ORD-1000."))
-    assert engine.after_turn(first, turn(msgs))
-    await engine.background.drain()
+    assert await engine.compact(turn(msgs), first.conversation_id, "manual")  # an operator's step
     tenant = store.for_tenant("tenant-a")
     view = tenant.view(first.conversation_id)
     assert view is not None and view.covered_through_seq == len(msgs)  # includes the reply

@@ -81,7 +81,10 @@ def test_every_step_is_in_the_store_and_logged_once(run: Run) -> None:
             assert key in line, key
         assert (line["trigger"], line["tier"], line["compaction_level"], line["outcome"]) == (
             event.trigger, event.tier, event.level, event.outcome)
-        assert line["tokens_before"] == event.tokens_before > line["tokens_after"] == event.tokens_after
+        assert (line["tokens_before"], line["tokens_after"]) == (event.tokens_before, event.tokens_after)
+        # A pass trades raw messages for a smaller summary plus their anchors, whose block is
+        # bounded by its share of the budget (15% of this 2,816-token budget).
+        assert event.tokens_after < event.tokens_before + 2_816 * 15 // 100
         assert line["source_message_ids"] == list(event.source_message_ids)
         assert line["prompt_version"] and line["summarizer_model"] == "local/extractive"
         assert line["summarizer_settings"] == {"model": "local/extractive"}
@@ -120,13 +123,16 @@ def test_metrics_move_as_the_traffic_did(run: Run) -> None:
     assert total(after, "ctxproxy_upstream_latency_seconds_count") == TURNS
     assert total(after, "ctxproxy_proxy_overhead_seconds_count") == TURNS
     assert total(after, "ctxproxy_store_size_bytes") > 0
+    assert total(after, "ctxproxy_budget_unused_ratio_count") == TURNS
+    unused = sum(f.occupancy["free"] / f.budget for f in run.tenant.forwarded(run.cid))
+    assert abs(total(after, "ctxproxy_budget_unused_ratio_sum") - unused) < 0.01 * TURNS
 
 
 def test_metric_names_have_units_and_no_identifying_labels(run: Run) -> None:
     text = run.server.app[appkeys.METRICS].render().decode()
     for name in METRIC_NAMES:
         assert f"# TYPE {name} " in text, name
-        assert name.endswith(("_total", "_seconds", "_bytes", "_state")), name
+        assert name.endswith(("_total", "_seconds", "_bytes", "_state", "_ratio")), name
     labels = {key for _, lab in run.after for key, _ in lab}
     assert not labels & {"conversation", "conversation_id", "tenant", "tenant_id", "model"}
     assert run.cid not in text
@@ -161,5 +167,6 @@ def test_one_canonical_line_per_request(run: Run) -> None:
                                                                       record.tokens_forwarded)
         assert line["status"] == 200 and line["upstream_status"] == 200
         assert line["compacted"] == record.compacted
+        assert line["budget_unused_ratio"] == round(record.occupancy["free"] / record.budget, 4)
         assert line["latency_ms"] >= line["overhead_ms"] >= 0
     assert [r["stream"] for r in chat].count(True) == TURNS // 5

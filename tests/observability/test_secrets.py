@@ -124,7 +124,8 @@ async def test_summariser_and_upstream_error_texts_are_redacted_in_logs(
     assert rejected and all(line["reason"] == "error" for line in rejected)
     assert "[REDACTED" in rejected[0]["error"] and "Incorrect API key" in rejected[0]["error"]
     steps = [line for line in lines if line["event"] == "compaction.step"]
-    assert steps and all(s["compaction_level"] == "truncation" for s in steps)
+    levels = {s["compaction_level"] for s in steps}  # the failing LLM gave way to the local level
+    assert "extractive" in levels and levels <= {"extractive", "elision"}
     assert [line["status"] for line in lines if line["event"] == "request"][-1] == 500
     assert LEAKY_KEY not in logs.getvalue() and "LEAK" not in logs.getvalue()
     assert "SECRET" not in logs.getvalue()

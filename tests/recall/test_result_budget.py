@@ -51,11 +51,31 @@ def test_a_big_result_is_cut_to_its_allowance_with_a_marker(name: str, advice: s
     assert cut["tool_call_id"] == "call_1" and cut["role"] == "tool"
 
 
-def test_shares_split_the_rest_and_never_go_below_the_floor() -> None:
+def test_shares_split_the_rest_and_keep_a_floor_while_older_turns_can_make_room() -> None:
     b = budget(3_000)
     assert b.share(1) == 3_000 and b.share(3) == 1_000
     b.spend([tool_message(HUGE)])
-    assert b.remaining < 0 and b.share(2) == MIN_RESULT_TOKENS
+    assert b.remaining < 0 and b.share(2) == 0  # nothing left and nothing to give way
+    roomy = ResultBudget(COUNTER, RecallSettings(), 0, budget=8_000, evictable=5_000)
+    assert roomy.share(1) == 2_000 and roomy.share(2) == 1_000  # a quarter of the budget
+    assert ResultBudget(COUNTER, RecallSettings(), 0, budget=8_000, evictable=300).share(1) == 300
+    assert MIN_RESULT_TOKENS <= 2_000
+
+
+def test_a_reask_over_budget_leaves_out_the_oldest_raw_turns_behind_one_pointer() -> None:
+    forwarded = [{"role": "system", "content": "rules"}, {"role": "user", "content": "task " * 50},
+                 *[{"role": "assistant", "content": f"step {i} " * 40} for i in range(8)]]  # agent loop
+    rounds = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": EXPAND, "arguments": "{}"}}]},
+        tool_message("x " * 300) | {"tool_call_id": "c1"}]
+    limit = COUNTER.count_messages(forwarded) + 100
+    b = ResultBudget(COUNTER, RecallSettings(), 100, budget=limit, forwarded=len(forwarded))
+    assert b.fit(forwarded, []) == forwarded  # fits: unchanged
+    out = b.fit([*forwarded, *rounds], [])
+    assert COUNTER.count_messages(out) <= limit
+    assert out[:2] == forwarded[:2] and out[-2:] == rounds and forwarded[-1] in out
+    assert sum("to make room for recall results" in str(m["content"]) for m in out) == 1
+    assert out[2]["role"] == "system" and out[3] in forwarded[3:]  # the oldest turns gave way
 
 
 def expanding_model(body: JSON) -> Reply:

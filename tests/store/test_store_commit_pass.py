@@ -48,6 +48,7 @@ def test_commit_pass_writes_everything_together(alice: TenantStore, counter: Tok
     cid, _, draft, anchors = _setup(alice, counter)
     record, view, event = alice.commit_pass(draft, anchors, _finish(cid))
     assert [a.value for a in alice.anchors(cid)] == ["ORD-7"]
+    assert view is not None
     assert alice.summaries(cid) == [record] and alice.view(cid) == view and view.version == 1
     assert alice.events(cid) == [event] and event.summary_id == record.id and event.id is not None
     assert view.anchor_ids == event.anchors_added == tuple(a.id for a in alice.anchors(cid))
@@ -61,11 +62,12 @@ def test_a_failure_in_the_middle_of_a_pass_writes_nothing(
     finish = _finish(cid)
 
     def failing(record: SummaryRecord, added: list[Anchor],
-                superseded: list[Anchor]) -> tuple[ContextView, CompactionEvent]:
+                superseded: list[Anchor]) -> tuple[ContextView | None, CompactionEvent]:
         assert alice.summary(record.id) == record and added  # written so far, inside the transaction
         if where == "finish":
             raise StoreError("injected")
         view, event = finish(record, added, superseded)
+        assert view is not None
         if where == "save_view":
             return ContextView("conv_other", 0, view.items, 4), event  # unknown conversation
         return view, CompactionEvent("conv_other", "manual", "leaf", "normal", "committed", "m")
@@ -74,6 +76,24 @@ def test_a_failure_in_the_middle_of_a_pass_writes_nothing(
         alice.commit_pass(draft, anchors, failing)
     assert _counts(store) == before
     assert alice.anchors(cid, include_superseded=True) == [] and alice.view(cid) is None
+
+
+def test_a_pass_without_a_view_leaves_the_view_as_it_was(alice: TenantStore,
+                                                        counter: TokenCounter) -> None:
+    """A summary prepared ahead (compaction/passes.py): committed with its anchors and event, the
+    conversation's view untouched."""
+    cid, _, draft, anchors = _setup(alice, counter)
+    saved = alice.save_view(ContextView(cid, 0, (ViewItem("message", "0"),), 0))
+
+    def prepare(record: SummaryRecord, added: list[Anchor],
+                superseded: list[Anchor]) -> tuple[ContextView | None, CompactionEvent]:
+        return None, CompactionEvent(cid, "threshold", "leaf", "normal", "committed", "m",
+                                     summary_id=record.id)
+
+    record, view, event = alice.commit_pass(draft, anchors, prepare)
+    assert view is None and alice.view(cid) == saved
+    assert alice.summaries(cid) == [record] and alice.events(cid) == [event]
+    assert [a.value for a in alice.anchors(cid)] == ["ORD-7"]
 
 
 def test_preview_anchors_writes_nothing(store: Store, alice: TenantStore, counter: TokenCounter) -> None:
