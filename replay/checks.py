@@ -32,18 +32,29 @@ def _identity(message: Message) -> str:
                       sort_keys=True, default=str)
 
 
+def message_identity(message: Message) -> str:
+    """The checks' notion of "the same message" as a string key (role, text, call ids, arguments)."""
+    return _identity(message)
+
+
 class CachedCounter:
     """A TokenCounter that remembers each distinct message's count (replays recount the same
-    history hundreds of times)."""
+    history hundreds of times): by object first (the recorded history is the same objects every
+    request), then by content."""
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
         self._memo: dict[str, int] = {}
+        self._by_object: dict[int, tuple[Message, int]] = {}  # the message is held: its id stays unique
 
     def count_message(self, message: Message) -> int:
+        seen = self._by_object.get(id(message))
+        if seen is not None and seen[0] is message:
+            return seen[1]
         key = _identity(message)
         if key not in self._memo:
             self._memo[key] = self.counter.count_message(message)
+        self._by_object[id(message)] = (message, self._memo[key])
         return self._memo[key]
 
     def count_messages(self, messages: Sequence[Message]) -> int:

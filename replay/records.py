@@ -1,7 +1,9 @@
 """Recorded conversations for `ctxproxy replay`: the JSONL format and its record types.
 
 One conversation a line: `{"id", "messages", "tools"?, "checks"?}`; a check names a fact that must
-survive compaction verbatim (and, for corrections, old values that must not read as current).
+survive compaction verbatim (and, for corrections, old values that must not read as current), and
+may say where the agent uses it again (`used_at`, the index of that assistant message).
+Real agent sessions come in another format; replay/trajectory.py reads either.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from config.errors import InvalidRequestError
 
 
 @dataclass(frozen=True)
@@ -26,15 +30,19 @@ class Check:
     must_be_current: bool = False
     stale_values: tuple[str, ...] = ()
     distractors: tuple[str, ...] = ()
+    used_at: int | None = None  # index of the assistant message that uses the fact again
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "fact": self.fact, "must_be_current": self.must_be_current,
-                "stale_values": list(self.stale_values), "distractors": list(self.distractors)}
+        out = {"kind": self.kind, "fact": self.fact, "must_be_current": self.must_be_current,
+               "stale_values": list(self.stale_values), "distractors": list(self.distractors)}
+        return out if self.used_at is None else {**out, "used_at": self.used_at}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Check:
+        used_at = raw.get("used_at")
         return cls(str(raw["kind"]), str(raw["fact"]), bool(raw.get("must_be_current", False)),
-                   tuple(raw.get("stale_values") or ()), tuple(raw.get("distractors") or ()))
+                   tuple(raw.get("stale_values") or ()), tuple(raw.get("distractors") or ()),
+                   None if used_at is None else int(used_at))
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,32 @@ def write_jsonl(path: Path, conversations: Iterable[RecordedConversation]) -> No
             out.write(json.dumps(conv.to_dict(), ensure_ascii=False) + "\n")
 
 
-def read_jsonl(path: Path) -> list[RecordedConversation]:
-    """Conversations from a JSONL file (blank lines ignored); checks may be absent."""
+def bad_line(path: Path, number: int, why: str) -> InvalidRequestError:
+    """The error for one malformed line of a replay file, naming the file and the line."""
+    return InvalidRequestError(f"{path}:{number}: {why}", param=f"line {number}", code="invalid_replay_file")
+
+
+def json_lines(path: Path) -> list[tuple[int, Any]]:
+    """(line number, decoded JSON) of every non-blank line; a malformed line is an error naming it."""
+    out: list[tuple[int, Any]] = []
     with path.open(encoding="utf-8") as src:
-        return [RecordedConversation.from_dict(json.loads(line)) for line in src if line.strip()]
+        for number, line in enumerate(src, 1):
+            if line.strip():
+                try:
+                    out.append((number, json.loads(line)))
+                except ValueError as exc:
+                    raise bad_line(path, number, f"not JSON ({exc})") from None
+    return out
+
+
+def conversation_line(path: Path, number: int, raw: Any) -> RecordedConversation:
+    """One line of the conversations format (`{id, messages, tools?, checks?}`)."""
+    try:
+        return RecordedConversation.from_dict(raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise bad_line(path, number, f"expected one conversation {{id, messages, ...}} ({exc!r})") from None
+
+
+def read_jsonl(path: Path) -> list[RecordedConversation]:
+    """Conversations from a JSONL file, one a line (blank lines ignored); checks may be absent."""
+    return [conversation_line(path, number, raw) for number, raw in json_lines(path)]

@@ -19,6 +19,7 @@ from compaction import recall
 from compaction.engine import Engine
 from compaction.tokens import TokenCounter
 from compaction.types import ChatTurn, PreparedRequest, Summarizer, SummarizerChoice
+from config.errors import CtxProxyError
 from config.settings import (
     LOCAL_EXTRACTIVE,
     CompactionSettings,
@@ -33,10 +34,31 @@ from replay.report import ConversationReport, TurnStats, finish_report
 from replay.summarizers import CountingSummarizer, summarizer_named
 from store.factory import open_store
 from store.interface import TenantAccess
-from store.models import CompactionEvent
+from store.models import CompactionEvent, SummaryRecord
 
 Message = dict[str, Any]
 ProgressHook = Callable[[int, int], None]  # (requests done, requests total)
+
+
+def rejected(event: CompactionEvent) -> bool:
+    """A step that refused a summary: rejected outright, failed verification, or committed at a later
+    level after an earlier one was refused (its `rejected_facts` say why)."""
+    return event.verification == "failed" or event.outcome == "rejected" or bool(event.rejected_facts)
+
+
+@dataclass(frozen=True)
+class ObservedRequest:
+    """One replayed request as an evaluation sees it: what was forwarded, the compaction steps of
+    this request and of the background work after it, and the summaries stored when it was planned."""
+
+    point: int  # the request is messages[:point]; messages[point] is its recorded reply
+    forwarded: tuple[Message, ...]
+    check: RequestCheck
+    events: tuple[CompactionEvent, ...] = ()
+    summaries: tuple[SummaryRecord, ...] = ()  # engine runs: the store's summaries after `prepare`
+
+
+RequestObserver = Callable[[ObservedRequest], None]
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_WINDOW = 12_000
@@ -83,6 +105,7 @@ class _EngineRun:
     summarizer: CountingSummarizer
     counter: CachedCounter
     recall: RecallSettings
+    observer: RequestObserver | None = None
     events_seen: int = 0
 
     def turn(self, k: int) -> ChatTurn:
@@ -109,6 +132,8 @@ class _EngineRun:
         turn = self.turn(k)
         calls_before = self.summarizer.calls
         prepared = await self.engine.prepare(turn)
+        cid = prepared.conversation_id
+        summaries = tuple(self.tenant.summaries(cid)) if self.observer is not None else ()
         self.engine.record_reply(prepared, turn, dict(self.conv.messages[k]))
         self.engine.after_turn(prepared, turn)
         if self.options.background:
@@ -119,12 +144,14 @@ class _EngineRun:
         check = check_request(sent, forwarded, budget=prepared.budget, counter=self.counter,
                               tools=self.forwarded_tools(prepared), previous=previous,
                               checks=self.conv.checks)
-        events = self.new_events(prepared.conversation_id)
+        events = self.new_events(cid)
+        if self.observer is not None:
+            self.observer(ObservedRequest(k, tuple(forwarded), check, tuple(events), summaries))
         stats = TurnStats(prepared.occupancy.as_dict(), prepared.compacted, prepared.summary_ids,
                           prepared.waited_on_summarizer, prepared.forced_truncation,
                           prepared.prefix_stable, self.summarizer.calls - calls_before,
-                          sum(e.verification == "failed" or e.outcome == "rejected" for e in events),
-                          len(self.tenant.anchors(prepared.conversation_id)))
+                          sum(rejected(e) for e in events),
+                          len(self.tenant.anchors(cid)))
         return prepared, check, stats
 
 
@@ -138,16 +165,17 @@ def engine_settings(base: Settings | None, store_path: str, options: ReplayOptio
 
 async def replay_engine(conv: RecordedConversation, options: ReplayOptions, *,
                         summarizer: Summarizer | None = None, settings: Settings | None = None,
-                        strategy: str = "ctxproxy", progress: ProgressHook | None = None
-                        ) -> ConversationReport:
-    """Every request of `conv` through the real Engine with a fresh store in a temp directory."""
+                        strategy: str = "ctxproxy", progress: ProgressHook | None = None,
+                        observer: RequestObserver | None = None) -> ConversationReport:
+    """Every request of `conv` through the real Engine with a fresh store in a temp directory;
+    `observer` sees each forwarded request as it is made."""
     with tempfile.TemporaryDirectory(prefix="ctxproxy-replay-") as tmp:
         full = engine_settings(settings, str(Path(tmp) / "replay.db"), options)
         counting = CountingSummarizer(summarizer or summarizer_named(options.summarizer, full))
         store = open_store(full.store)
         engine = Engine(store, full, lambda turn: SummarizerChoice(counting, {"model": counting.name}))
         run = _EngineRun(conv, options, engine, store.for_tenant(REPLAY_TENANT), counting,
-                         CachedCounter(TokenCounter.for_model(options.model)), full.recall)
+                         CachedCounter(TokenCounter.for_model(options.model)), full.recall, observer)
         try:
             return await _replay_all(run, strategy, progress)
         finally:
@@ -161,13 +189,19 @@ async def _replay_all(run: _EngineRun, strategy: str, progress: ProgressHook | N
     requests: list[RequestCheck] = []
     turns: list[TurnStats] = []
     previous: list[Message] | None = None
+    errors: list[str] = []
     for done, k in enumerate(points, 1):
-        prepared, check, stats = await run.step(k, previous)
+        try:
+            prepared, check, stats = await run.step(k, previous)
+        except CtxProxyError as exc:  # what the client would get instead of an answer: reported
+            errors.append(f"request {k}: {exc.code}: {exc.message}")
+            continue
+        finally:
+            if progress:
+                progress(done, len(points))
         requests.append(check)
         turns.append(stats)
         previous = list(prepared.messages)
-        if progress:
-            progress(done, len(points))
     await run.engine.background.drain()
     return finish_report(run.conv, strategy, run.options.model, requests, previous or [],
-                         turns=tuple(turns), summarizer_calls=run.summarizer.calls)
+                         turns=tuple(turns), summarizer_calls=run.summarizer.calls, errors=tuple(errors))

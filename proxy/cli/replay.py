@@ -1,9 +1,11 @@
 """`ctxproxy replay FILE`: replay recorded conversations through the real engine, offline.
 
 `ctxproxy replay FILE [--model gpt-4o-mini] [--window 12000] [--summarizer local/extractive|MODEL]
-[--config FILE] [--json] [--chart out.png] [--limit N] [--async]`. FILE is JSONL, one conversation a
-line: `{"id", "messages", "tools"?, "checks"?}` (replay/records.py; the eval's
-bench/generator.py writes such files). Each request is planned by the real Engine over a throw-away
+[--config FILE] [--json] [--chart out.png] [--limit N] [--async]`. FILE is JSONL in one of two
+formats, told apart by its first line: one conversation a line, `{"id", "messages", "tools"?,
+"checks"?}` (replay/records.py; the eval's generators write such files), or one real agent session,
+`{"meta"}` then `{"tools"}` then one message a line (replay/trajectory.py). A malformed line is
+reported with its line number. Each request is planned by the real Engine over a throw-away
 store (replay/run.py); nothing is sent to any provider unless --summarizer names a real model.
 This module is presentation only: arguments, progress bar, rich tables, JSON, chart.
 """
@@ -26,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from config.errors import ConfigError, CtxProxyError
+from config.errors import CtxProxyError
 from config.loader import load_settings
 from config.settings import LOCAL_EXTRACTIVE, CompactionSettings, Settings
 
@@ -48,7 +50,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", type=Path, help="JSONL, one conversation a line")
+    parser.add_argument("file", metavar="FILE", type=Path,
+                        help="JSONL: one conversation a line, or one session (meta, tools, messages)")
     parser.add_argument("--model", default="gpt-4o-mini", help="tokenizer, price and model settings")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                         help=f"context window to simulate (default {DEFAULT_WINDOW}; 0 = the model's own)")
@@ -107,9 +110,11 @@ def table_for(report: ConversationReport) -> Table:
     table.add_column("figure")
     table.add_column("value", justify="right")
     facts = f"{sum(f.present for f in report.facts)}/{len(report.facts)}" if report.facts else "no checks"
-    rows = [("tokens received (last request)", f"{report.requests[-1].tokens_received:,}"),
-            ("tokens forwarded (last request)", f"{report.requests[-1].tokens_forwarded:,}"),
-            ("budget", f"{report.requests[-1].budget:,}"),
+    last = report.requests[-1] if report.requests else None
+    rows = [("tokens received (last request)", f"{last.tokens_received:,}" if last else "n/a"),
+            ("tokens forwarded (last request)", f"{last.tokens_forwarded:,}" if last else "n/a"),
+            ("budget", f"{last.budget:,}" if last else "n/a"),
+            ("requests refused (errors)", str(len(report.errors))),
             ("compression (all requests)", f"{s['compression_ratio']:.2f}x"),
             ("requests over budget", str(s["over_budget"])),
             ("tool-pairing violations", str(s["pairing_violations"])),
@@ -138,15 +143,15 @@ def _cost(cost: float | None, full: float | None) -> str:
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from replay.chart import require_charts
-    from replay.records import read_jsonl
+    from replay.trajectory import read_recorded
 
     out = out or sys.stdout
     try:
         if args.chart:  # fail before a long replay, not after it
             require_charts()
         settings = load_settings(args.config, os.environ if env is None else env)
-        convs = read_jsonl(args.file)[: args.limit]
-    except (ConfigError, OSError, ValueError, KeyError) as exc:
+        convs = read_recorded(args.file)[: args.limit]
+    except (CtxProxyError, OSError, UnicodeDecodeError) as exc:
         print(f"ctxproxy replay: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return EXIT_ERROR
     quiet_logs()
@@ -177,6 +182,8 @@ def _emit(args: argparse.Namespace, reports: Sequence[ConversationReport], optio
     console = Console(file=out, width=120)
     for report in reports:
         console.print(table_for(report))
+        for error in report.errors[:5]:
+            console.print(f"refused: {error}", markup=False)
     if args.chart:
         console.print(f"chart: {args.chart}")
     return 0
