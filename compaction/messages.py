@@ -33,7 +33,25 @@ def validate_messages(raw: Any) -> list[dict[str, Any]]:
         raise _fail("messages", "must contain at least one message")
     for index, message in enumerate(raw):
         _validate_message(message, f"messages[{index}]")
+    _refuse_orphan_results(raw)
     return raw
+
+
+def _refuse_orphan_results(messages: list[dict[str, Any]]) -> None:
+    """A tool result must answer a call of the assistant message its round starts with (as OpenAI
+    requires): an orphan is refused, never forwarded nor repaired behind the client's back."""
+    expected: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            if message["tool_call_id"] not in expected:
+                raise _fail(f"messages[{index}].tool_call_id",
+                            f"no preceding assistant tool call has the id {message['tool_call_id']!r} "
+                            "(a tool message must follow the assistant message that made the call)")
+        elif role == "assistant":
+            expected = {c["id"] for c in message.get("tool_calls") or ()}
+        elif role != "function":
+            expected = set()
 
 
 def _type_name(value: Any) -> str:

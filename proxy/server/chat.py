@@ -7,7 +7,6 @@ reply (`record_reply`) and schedules background work (`after_turn`). This module
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -22,18 +21,20 @@ from config.errors import (
     CtxProxyError,
     InvalidRequestError,
     ModelNotFoundError,
-    PayloadTooLargeError,
     UpstreamHTTPError,
 )
 from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys
 from proxy.recall import transport
+from proxy.server.body import read_json_object
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
+from proxy.server.params import validate_params
 from proxy.upstream import sse
 from proxy.upstream.openai import MISSING_API_KEY, Upstream, uses_openai_wire
 from proxy.upstream.wire import first_message
 
 CONVERSATION_HEADER = "X-Conversation-Id"
+MAX_CONVERSATION_ID_CHARS = 256
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
@@ -55,6 +56,7 @@ class Turn:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request)
+    validate_params(body)
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
@@ -66,23 +68,6 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if body.get("stream") is True:
         return await _stream(t, upstream)
     return await _complete(t, upstream)
-
-
-async def read_json_object(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object; 413 over the limit, 400 when malformed."""
-    limit = request.app[appkeys.SETTINGS].server.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
-                                   f"limit of {limit} bytes")
-    raw = await request.read()
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequestError(f"We could not parse the JSON body of your request: {exc}",
-                                  code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise InvalidRequestError("the request body must be a JSON object")
-    return body
 
 
 async def prepare_turn(request: web.Request, body: dict[str, Any], started: float) -> Turn:
@@ -152,8 +137,29 @@ async def _build_turn(request: web.Request, body: dict[str, Any], entry: ModelEn
         settings=entry.compaction, context_window=window,
         messages=tuple(messages) if isinstance(messages, list) else (),
         tools=tuple(tools), max_reply_tokens=_max_reply_tokens(body),
-        external_conversation_id=request.headers.get(CONVERSATION_HEADER) or None,
+        external_conversation_id=conversation_header(request),
         credentials=Credentials(client_key), offer_recall=offer)
+
+
+def conversation_header(request: web.Request) -> str | None:
+    """The client's `X-Conversation-Id`, refused (400) unless it is short, printable UTF-8."""
+    value = request.headers.get(CONVERSATION_HEADER)
+    if not value:
+        return None
+    try:
+        value.encode("utf-8")  # aiohttp keeps undecodable header bytes as lone surrogates
+    except UnicodeEncodeError:
+        raise _bad_header("is not valid UTF-8") from None
+    if len(value) > MAX_CONVERSATION_ID_CHARS:
+        raise _bad_header(f"is longer than {MAX_CONVERSATION_ID_CHARS} characters")
+    if not value.isprintable():
+        raise _bad_header("holds control characters")
+    return value
+
+
+def _bad_header(why: str) -> InvalidRequestError:
+    return InvalidRequestError(f"Invalid {CONVERSATION_HEADER} header: the value {why}",
+                               param=CONVERSATION_HEADER, code="invalid_header")
 
 
 def _max_reply_tokens(body: dict[str, Any]) -> int | None:
