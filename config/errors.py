@@ -59,6 +59,18 @@ class AuthenticationError(CtxProxyError):
     default_code = "invalid_api_key"
 
 
+class TooManyAttemptsError(CtxProxyError):
+    """Too many failed admin-key attempts from one source: refused unchecked for a while (429)."""
+
+    status = 429
+    error_type = "rate_limit_error"
+    default_code = "too_many_attempts"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class NotFoundError(CtxProxyError):
     """Unknown model, conversation, message or summary, or another tenant's id (404)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import ipaddress
 import types
 import typing
 from collections.abc import Mapping
@@ -210,6 +211,8 @@ def _parse_env(text: str, tp: Any, var: str) -> Any:
         raise ConfigError(f"{var}: expected {_type_word(base)}, got {text!r}") from None
     if base is str:
         return text
+    if typing.get_origin(base) is tuple:  # tuple[str, ...]: a comma-separated list
+        return tuple(item.strip() for item in text.split(",") if item.strip())
     raise ConfigError(f"{var}: this setting cannot be set from the environment")
 
 
@@ -237,10 +240,20 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if typing.get_origin(base) is typing.Literal:
         return _choice(value, base, where)
     origin = typing.get_origin(base) or base
+    if origin is tuple:
+        return _str_tuple(value, where)
     ok = isinstance(value, origin) and not (origin is int and isinstance(value, bool))
     if not ok:
         raise ConfigError(f"{where}: expected {_type_word(base)}, got {_tname(value)}")
     return value
+
+
+def _str_tuple(value: Any, where: str) -> tuple[str, ...]:
+    """A YAML list of strings (or one string) as a tuple; ConfigError naming the key otherwise."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ConfigError(f"{where}: expected a list of strings, got {_tname(value)}")
+    return tuple(items)
 
 
 def _choice(value: Any, literal: Any, where: str) -> Any:
@@ -360,10 +373,20 @@ def _validate(settings: Settings) -> None:
     for name in ("upstream_timeout_s", "upstream_connect_timeout_s"):
         if getattr(server, name) <= 0:
             raise ConfigError(f"server.{name}: must be > 0")
+    _validate_networks(server.trusted_proxies)
     if server.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"server.log_level: must be one of {', '.join(LOG_LEVELS)}, "
                           f"got {server.log_level!r}")
     _validate_ranges(settings)
+
+
+def _validate_networks(entries: tuple[str, ...]) -> None:
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(f"server.trusted_proxies: {entry!r} is not an IP address or "
+                              "CIDR block") from None
 
 
 def _validate_ranges(settings: Settings) -> None:

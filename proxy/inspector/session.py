@@ -1,4 +1,4 @@
-"""/ui sessions: expiring, revocable cookie tokens and a per-peer back-off on failed logins.
+"""/ui sessions: expiring, revocable cookie tokens and the back-off on failed admin-key attempts.
 
 A token is `<issued_at>.<HMAC-SHA256(admin_key, label + issued_at)>`: it proves the admin key was
 shown at `issued_at` without holding it, expires after SESSION_MAX_AGE_S, stops working when the
@@ -11,17 +11,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from proxy.inspector.source import IPNetwork, request_source
+from proxy.inspector.throttle import FAILURE_LIMIT, FAILURE_WINDOW_S, LOCKOUT_S, FailureThrottle
+
+__all__ = ["FAILURE_LIMIT", "FAILURE_WINDOW_S", "LOCKOUT_S", "SESSIONS", "UiSessions"]
+
 SESSION_MAX_AGE_S = 12 * 3600
-FAILURE_LIMIT = 5  # failed logins from one peer within FAILURE_WINDOW_S...
-FAILURE_WINDOW_S = 60.0
-LOCKOUT_S = 60.0  # ...lock that peer out of /ui/login for this long
-MAX_TRACKED_PEERS = 4096  # beyond this, peers with nothing recent are forgotten
 _LABEL = b"ctxproxy-ui-session-v2:"
 
 
@@ -31,13 +31,20 @@ def _mac(key: str, issued: str) -> str:
 
 @dataclass
 class UiSessions:
-    """Issues and checks session tokens, remembers logouts, counts failed logins per peer."""
+    """Issues and checks session tokens, remembers logouts, throttles failed admin-key attempts."""
 
     clock: Callable[[], float] = time.time
     max_age_s: int = SESSION_MAX_AGE_S
+    trusted_proxies: tuple[IPNetwork, ...] = ()
     revoked: dict[str, float] = field(default_factory=dict)  # token -> when it expires anyway
-    failures: dict[str, deque[float]] = field(default_factory=dict)
-    locked_until: dict[str, float] = field(default_factory=dict)
+    throttle: FailureThrottle = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.throttle = FailureThrottle(clock=lambda: self.clock())  # follows a replaced clock
+
+    def source(self, request: web.Request) -> str:
+        """The client a failed attempt counts against (X-Forwarded-For only from trusted proxies)."""
+        return request_source(request, self.trusted_proxies)
 
     def issue(self, key: str) -> str:
         issued = str(int(self.clock()))
@@ -58,30 +65,14 @@ class UiSessions:
         if issued.isdigit():
             self.revoked[token] = int(issued) + self.max_age_s
 
-    def retry_after(self, peer: str) -> int:
-        """Seconds this peer must still wait before trying to log in again (0: it may try now)."""
-        remaining = self.locked_until.get(peer, 0.0) - self.clock()
-        return max(0, int(remaining + 0.999))
+    def retry_after(self, source: str) -> int:
+        return self.throttle.retry_after(source)
 
-    def failed(self, peer: str) -> None:
-        """Count a failed login; the FAILURE_LIMIT-th within the window locks the peer out."""
-        now = self.clock()
-        recent = self.failures.setdefault(peer, deque())
-        recent.append(now)
-        while recent and recent[0] <= now - FAILURE_WINDOW_S:
-            recent.popleft()
-        if len(recent) >= FAILURE_LIMIT:
-            self.locked_until[peer] = now + LOCKOUT_S
-            recent.clear()
-        if len(self.failures) > MAX_TRACKED_PEERS:
-            self._forget_idle(now)
+    def failed(self, source: str) -> None:
+        self.throttle.failed(source)
 
-    def succeeded(self, peer: str) -> None:
-        self.failures.pop(peer, None)
-
-    def _forget_idle(self, now: float) -> None:
-        self.failures = {p: d for p, d in self.failures.items() if d and d[-1] > now - FAILURE_WINDOW_S}
-        self.locked_until = {p: t for p, t in self.locked_until.items() if t > now}
+    def succeeded(self, source: str) -> None:
+        self.throttle.succeeded(source)
 
 
 SESSIONS = web.AppKey("ui_sessions", UiSessions)
@@ -91,8 +82,3 @@ def sent_over_https(request: web.Request) -> bool:
     """TLS here, or at a reverse proxy that says so (`X-Forwarded-Proto: https`)."""
     forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
     return request.secure or forwarded == "https"
-
-
-def peer_of(request: web.Request) -> str:
-    """Who the back-off counts against: the connection's address (the reverse proxy's, behind one)."""
-    return request.remote or "unknown"

@@ -12,14 +12,21 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
-from config.errors import AuthenticationError, CtxProxyError, NotFoundError, http_status
+from config.errors import (
+    AuthenticationError,
+    CtxProxyError,
+    NotFoundError,
+    TooManyAttemptsError,
+    http_status,
+)
 from proxy import appkeys
 from proxy.inspector import view
-from proxy.inspector.session import SESSIONS, UiSessions, peer_of, sent_over_https
+from proxy.inspector.session import SESSIONS, UiSessions, sent_over_https
+from proxy.inspector.source import parse_networks
 from proxy.server.chat import bearer_key
 
 COOKIE = "ctxproxy_admin"
@@ -38,11 +45,13 @@ SECURITY_HEADERS = {
 CONVERSATIONS_PER_TENANT = 200
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Verdict = Literal["ok", "denied"]
+LOCKED_MESSAGE = "Too many failed attempts: try again in a minute."
 
 
 def setup_ui(app: web.Application) -> None:
     """Add the /ui routes; create_app calls this once (settings and store come from app keys)."""
-    app[SESSIONS] = UiSessions()
+    app[SESSIONS] = UiSessions(trusted_proxies=parse_networks(app[appkeys.SETTINGS].server.trusted_proxies))
     app.router.add_get("/ui", _page(_index))
     app.router.add_get("/ui/", _page(_index))
     app.router.add_get("/ui/login", _page(_login_form, public=True))
@@ -63,13 +72,32 @@ def admin_key(request: web.Request) -> str | None:
     return settings.server.admin_key if settings is not None else None
 
 
-def is_authorised(request: web.Request, key: str) -> bool:
-    """Bearer admin key, or a live session cookie; both compared in constant time."""
-    given = bearer_key(request)
-    if given is not None and hmac.compare_digest(given.encode(), key.encode()):
-        return True
+def authorise(request: web.Request, key: str) -> Verdict:
+    """A live session cookie, else a Bearer admin key (compared in constant time).
+
+    A wrong Bearer key counts as a failed attempt of the request's source, exactly like a failed
+    login; a locked source's key is not compared at all (TooManyAttemptsError, 429).
+    """
     cookie = request.cookies.get(COOKIE, "")
-    return bool(cookie) and request.app[SESSIONS].valid(cookie, key)
+    sessions = request.app[SESSIONS]
+    if cookie and sessions.valid(cookie, key):
+        return "ok"
+    given = bearer_key(request)
+    if given is None:
+        return "denied"
+    return "ok" if check_key(sessions, sessions.source(request), given, key) else "denied"
+
+
+def check_key(sessions: UiSessions, source: str, given: str, key: str) -> bool:
+    """One admin-key attempt from `source`: refused unchecked while locked, failures counted."""
+    wait = sessions.retry_after(source)
+    if wait:
+        raise TooManyAttemptsError(LOCKED_MESSAGE, retry_after_s=wait)
+    if hmac.compare_digest(given.encode(), key.encode()):
+        sessions.succeeded(source)
+        return True
+    sessions.failed(source)
+    return False
 
 
 def _secure(resp: web.StreamResponse) -> web.StreamResponse:
@@ -78,7 +106,10 @@ def _secure(resp: web.StreamResponse) -> web.StreamResponse:
 
 
 def _error(exc: CtxProxyError) -> web.Response:
-    return web.json_response(exc.to_body(), status=http_status(exc), headers=SECURITY_HEADERS)
+    headers = dict(SECURITY_HEADERS)
+    if isinstance(exc, TooManyAttemptsError):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    return web.json_response(exc.to_body(), status=http_status(exc), headers=headers)
 
 
 def _api(handler: Callable[[web.Request], Any]) -> Handler:
@@ -87,9 +118,9 @@ def _api(handler: Callable[[web.Request], Any]) -> Handler:
         key = admin_key(request)
         if not key:
             return _error(NotFoundError(DISABLED_MESSAGE, code="ui_disabled"))
-        if not is_authorised(request, key):
-            return _error(AuthenticationError("admin key required (Authorization: Bearer <admin_key>)"))
         try:
+            if authorise(request, key) != "ok":
+                raise AuthenticationError("admin key required (Authorization: Bearer <admin_key>)")
             return _secure(web.json_response(handler(request)))
         except CtxProxyError as exc:
             return _error(exc)
@@ -102,8 +133,11 @@ def _page(handler: Callable[[web.Request], Awaitable[web.StreamResponse]], publi
         key = admin_key(request)
         if not key:
             return _secure(web.Response(status=404, text=DISABLED_MESSAGE + "\n"))
-        if not public and not is_authorised(request, key):
-            return _secure(_login_page(status=401))
+        try:
+            if not public and authorise(request, key) != "ok":
+                return _secure(_login_page(status=401))
+        except TooManyAttemptsError as exc:
+            return _secure(_locked_page(exc))
         return _secure(await handler(request))
     return wrapped
 
@@ -113,6 +147,12 @@ def _login_page(status: int = 200, error: str | None = None) -> web.Response:
     html = html.replace("<!--ERROR-->", f'<p class="error" data-testid="login-error">{error}</p>'
                         if error else "")  # `error` is one of this module's fixed strings
     return web.Response(status=status, text=html, content_type="text/html")
+
+
+def _locked_page(exc: TooManyAttemptsError) -> web.Response:
+    resp = _login_page(status=429, error=LOCKED_MESSAGE)
+    resp.headers["Retry-After"] = str(exc.retry_after_s)
+    return resp
 
 
 async def _login_form(request: web.Request) -> web.StreamResponse:
@@ -125,18 +165,17 @@ async def _login(request: web.Request) -> web.StreamResponse:
     A peer with too many recent failures gets 429 without its key being checked.
     """
     key = admin_key(request) or ""
-    sessions, peer = request.app[SESSIONS], peer_of(request)
-    wait = sessions.retry_after(peer)
-    if wait:
-        resp = _login_page(status=429, error="Too many failed attempts: try again in a minute.")
-        resp.headers["Retry-After"] = str(wait)
-        return resp
+    sessions = request.app[SESSIONS]
+    source = sessions.source(request)
+    if sessions.retry_after(source):  # refused before the form is even read
+        return _locked_page(TooManyAttemptsError(LOCKED_MESSAGE,
+                                                 retry_after_s=sessions.retry_after(source)))
     form = await request.post()
-    given = str(form.get("admin_key", ""))
-    if not hmac.compare_digest(given.encode(), key.encode()):
-        sessions.failed(peer)
-        return _login_page(status=401, error="Wrong admin key.")
-    sessions.succeeded(peer)
+    try:
+        if not check_key(sessions, source, str(form.get("admin_key", "")), key):
+            return _login_page(status=401, error="Wrong admin key.")
+    except TooManyAttemptsError as exc:
+        return _locked_page(exc)
     resp = _redirect("/ui/")
     resp.set_cookie(COOKIE, sessions.issue(key), httponly=True, samesite="Strict", path="/ui",
                     max_age=sessions.max_age_s, secure=sent_over_https(request))

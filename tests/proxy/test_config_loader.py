@@ -157,3 +157,14 @@ def test_documented_keys_cover_sections_and_model_entries() -> None:
         assert key in keys
     assert "CTXPROXY_STORE__PATH" in env_override_names()
     assert len(keys) == len(set(keys))
+
+
+def test_trusted_proxies_from_yaml_and_env(tmp_path: Path) -> None:
+    text = "server:\n  trusted_proxies: [10.0.0.0/8, '::1']\n"
+    assert load_settings(write(tmp_path, text), {}).server.trusted_proxies == ("10.0.0.0/8", "::1")
+    env = {"CTXPROXY_SERVER__TRUSTED_PROXIES": "127.0.0.1, 192.168.0.0/16"}
+    assert load_settings(None, env).server.trusted_proxies == ("127.0.0.1", "192.168.0.0/16")
+    with pytest.raises(ConfigError, match="server.trusted_proxies: 'nope' is not an IP address"):
+        load_settings(write(tmp_path, "server:\n  trusted_proxies: [nope]\n"), {})
+    with pytest.raises(ConfigError, match="server.trusted_proxies: expected a list of strings"):
+        load_settings(write(tmp_path, "server:\n  trusted_proxies: [1]\n"), {})
