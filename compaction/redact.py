@@ -1,7 +1,8 @@
 """Secret redaction for text that leaves the request path: logs, summariser prompts, stored summaries.
 
 Patterns are precompiled and ordered from most to least specific (a PEM block before anything that
-could match inside it). Each match becomes `[REDACTED:<kind>]`; the output is stable under a second
+could match inside it); secrets told in prose and bare high-entropy tokens come last
+(compaction/redact_heuristics.py). Each match becomes `[REDACTED:<kind>]`; the output is stable under a second
 pass (redaction is idempotent), and ordinary text, order numbers and file paths are left alone.
 """
 
@@ -11,8 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-_SECRET_KEYS = (r"(?:[a-z0-9]+[_-])*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token"
-                r"|auth[_-]?token|client[_-]?secret|private[_-]?key)(?:[_-][a-z0-9]+)*")
+from compaction.redact_heuristics import redact_high_entropy, redact_prose
+
+_SECRET_KEYS = (r"(?:[a-z0-9]+[_-])*(?:password|passwd|pwd|passphrase|senha|contrase(?:ñ|n)a|secret"
+                r"|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|private[_-]?key"
+                r"|account[_-]?key|shared[_-]?access[_-]?key)(?:[_-][a-z0-9]+)*")
 _TOKEN_KEYS = r"(?:[a-z0-9]+[_-])*token"  # `token`, `refresh_token`; not `token_count`
 
 
@@ -44,11 +48,18 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
     ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("gcp_oauth_token", re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}")),
+    ("gcp_client_secret", re.compile(r"\bGOCSPX-[0-9A-Za-z_-]{20,}")),
+    ("azure_client_secret", re.compile(r"(?<![\w~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~.-])")),
+    ("azure_sas_signature", re.compile(r"(?i)([?&]sig)(=)(?!\[REDACTED)([A-Za-z0-9%+/=]{16,})")),
+    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
     ("secret", _key_value(_SECRET_KEYS, 3)),
     ("secret", _key_value(_TOKEN_KEYS, 8)),
 )
 
-_GROUPED_KINDS = {"authorization", "secret", "url_credentials"}  # keep the label, redact the value
+_GROUPED_KINDS = {"authorization", "secret", "url_credentials", "azure_sas_signature"}  # keep the label, redact the value
 
 
 def _replacement(kind: str) -> Any:
@@ -66,7 +77,7 @@ def redact(text: str) -> str:
         return text
     for pattern, replacement in _COMPILED:
         text = pattern.sub(replacement, text)
-    return text
+    return redact_high_entropy(redact_prose(text))
 
 
 def redact_obj(obj: Any) -> Any:
