@@ -50,7 +50,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
     ("gcp_oauth_token", re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}")),
     ("gcp_client_secret", re.compile(r"\bGOCSPX-[0-9A-Za-z_-]{20,}")),
-    ("azure_client_secret", re.compile(r"(?<![\w~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~.-])")),
+    ("azure_client_secret", re.compile(
+        r"(?<![\w~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~.-])")),
     ("azure_sas_signature", re.compile(r"(?i)([?&]sig)(=)(?!\[REDACTED)([A-Za-z0-9%+/=]{16,})")),
     ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
     ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
@@ -59,7 +60,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("secret", _key_value(_TOKEN_KEYS, 8)),
 )
 
-_GROUPED_KINDS = {"authorization", "secret", "url_credentials", "azure_sas_signature"}  # keep the label, redact the value
+# Keep the label, redact the value.
+_GROUPED_KINDS = {"authorization", "secret", "url_credentials", "azure_sas_signature"}
 
 
 def _replacement(kind: str) -> Any:

@@ -20,15 +20,18 @@ _PROSE = re.compile(
     rf"(?:now\s+|still\s+|just\s+|set\s+to\s+|agora\s+)?)(?P<q>[\"'“‘`])?"
     rf"(?P<value>(?!\[REDACTED)(?(q)[^\"'”’`\n]{{3,100}}(?=[\"'”’`])|[^\s\"'”’`,;]{{2,}}[^\s\"'”’`,;.!?:)]))")
 # Words that follow "the password is" in ordinary prose about passwords, never a password.
-_NOT_SECRETS = frozenset("""
-is was are the a an not no set stored required wrong correct incorrect invalid expired empty
-missing too very now still being saved changed reset hashed encrypted case sensitive strong weak
-long short needed optional mandatory here there below above in at on of for to and or what which
-fine ok okay valid rotated revoked leaked same different unknown unset null none given shown sent
-masked hidden used ignored accepted rejected deprecated
-obrigatória obrigatório inválida inválido incorreta incorreto errada errado expirada expirado vazia
-vazio muito nova novo antiga antigo igual diferente secreta secreto forte fraca
-""".split())
+_NOT_SECRETS = frozenset((
+    "is", "was", "are", "the", "a", "an", "not", "no", "set", "stored", "required", "wrong",
+    "correct", "incorrect", "invalid", "expired", "empty", "missing", "too", "very", "now", "still",
+    "being", "saved", "changed", "reset", "hashed", "encrypted", "case", "sensitive", "strong",
+    "weak", "long", "short", "needed", "optional", "mandatory", "here", "there", "below", "above",
+    "in", "at", "on", "of", "for", "to", "and", "or", "what", "which", "fine", "ok", "okay",
+    "valid", "rotated", "revoked", "leaked", "same", "different", "unknown", "unset", "null",
+    "none", "given", "shown", "sent", "masked", "hidden", "used", "ignored", "accepted", "rejected",
+    "deprecated", "obrigatória", "obrigatório", "inválida", "inválido", "incorreta", "incorreto",
+    "errada", "errado", "expirada", "expirado", "vazia", "vazio", "muito", "nova", "novo", "antiga",
+    "antigo", "igual", "diferente", "secreta", "secreto", "forte", "fraca",
+))
 _BARE = re.compile(r"(?<![\w/+=.-])[A-Za-z0-9+/_~-]{24,}={0,2}(?![\w/+=-])")
 _ID_PREFIX = re.compile(r"^[a-z]{2,12}[_-]")  # call_..., msg_..., chatcmpl-...: ids, not secrets
 _WORD = re.compile(r"[A-Z]?[a-z]*[aeiouy][a-z]*[a-z]|[A-Z]{2,}(?=[A-Z][a-z]|\d|$)")
