@@ -42,6 +42,10 @@ from store.interface import StoreBackend, TenantAccess
 from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
 
 log = structlog.get_logger(__name__)
+# A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,
+# ~400k characters, stays on the loop: only its few new messages are counted).
+PRECOUNT_CHARS = 2_000_000
+PRECOUNT_MESSAGES = 5_000
 ELISION_MODEL = "local/elision"  # provenance name of request-time elision (truncate.py)
 SummarizerFor = Callable[[ChatTurn], SummarizerChoice]
 
@@ -78,7 +82,8 @@ class Engine:
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
         messages = validate_messages(list(turn.messages))
-        ctx = self._context(turn, messages)
+        counter = await TokenCounter.for_model_async(turn.model)
+        ctx = self._context(turn, messages, await precounted(counter, messages))
         outcome = await self._fit(ctx)
         forwarded = outcome.plan.messages
         validate_outgoing(forwarded, messages)  # a failure here is a ctxproxy bug: let it raise
@@ -125,13 +130,14 @@ class Engine:
 
     # -- request path ---------------------------------------------------------------------------
 
-    def _context(self, turn: ChatTurn, messages: list[dict[str, Any]]) -> RequestContext:
-        counter = TokenCounter.for_model(turn.model)
+    def _context(self, turn: ChatTurn, messages: list[dict[str, Any]],
+                 counts: Callable[[dict[str, Any]], int]) -> RequestContext:
+        counter = TokenCounter.for_model(turn.model)  # loaded by prepare, off the loop
         client_tools = counter.count_tools(turn.tools)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, client_tools))
         tenant = self.store.for_tenant(turn.tenant_id)
         ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
-                               count_tokens=lambda m: counter.count_message(strip_private_fields(m)))
+                               count_tokens=counts)
         if ingest.forked and turn.settings.enabled:
             forks.adopt_parent_summaries(tenant, ingest)
         ingest = replace(ingest, messages=recounted(ingest.conversation.model, ingest.messages, counter))
@@ -302,6 +308,30 @@ def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     """Persist `wv` as the conversation's view (a step landed on it)."""
     view = tenant.save_view(ContextView(wv.conversation_id, 0, wv.items(), wv.last_seq, wv.anchor_ids))
     return replace(wv, view=view, latest_version=view.version)
+
+
+async def precounted(counter: TokenCounter,
+                     messages: list[dict[str, Any]]) -> Callable[[dict[str, Any]], int]:
+    """The token counter ingest uses; for a large request every message is counted in a worker
+    thread first (tokenising megabytes would stall the loop), a small one is counted as stored."""
+    def count(m: dict[str, Any]) -> int:
+        return counter.count_message(strip_private_fields(m))
+
+    if len(messages) < PRECOUNT_MESSAGES and _text_chars(messages) < PRECOUNT_CHARS:
+        return count
+    counts = await asyncio.to_thread(lambda: {id(m): count(m) for m in messages})
+    return lambda m: counts[id(m)] if id(m) in counts else count(m)
+
+
+def _text_chars(messages: list[dict[str, Any]]) -> int:
+    total = 0
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(str(p.get("text", ""))) for p in content if isinstance(p, dict))
+    return total
 
 
 def recounted(stored_model: str, messages: Sequence[StoredMessage],

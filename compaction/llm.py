@@ -8,6 +8,7 @@ stays cheap and offline.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 from functools import lru_cache
@@ -58,6 +59,18 @@ def get_litellm() -> Any:
     return litellm
 
 
+def litellm_loaded() -> bool:
+    """Whether litellm has been imported already (then `get_litellm` returns at once)."""
+    return get_litellm.cache_info().currsize > 0
+
+
+async def get_litellm_async() -> Any:
+    """litellm for code on the event loop: the first import (seconds) runs in a worker thread."""
+    if litellm_loaded():
+        return get_litellm()
+    return await asyncio.to_thread(get_litellm)
+
+
 def _model_info(model: str) -> dict[str, Any] | None:
     litellm = get_litellm()
     try:
@@ -87,7 +100,7 @@ async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: s
                       temperature: float | None = None, max_tokens: int | None = None,
                       **extra: Any) -> Any:
     """Thin async wrapper over `litellm.acompletion` (non-streaming); returns litellm's response."""
-    litellm = get_litellm()
+    litellm = await get_litellm_async()
     kwargs: dict[str, Any] = {"model": model, "messages": messages, **extra}
     optional = {"api_base": api_base, "api_key": api_key, "timeout": timeout_s,
                 "temperature": temperature, "max_tokens": max_tokens}

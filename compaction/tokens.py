@@ -8,6 +8,7 @@ when a `name` is present, +3 to prime the reply.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -80,12 +81,15 @@ def _load_encoder(name: str) -> Callable[[str], int]:
 
 
 _lock = threading.Lock()
+_loaded: set[str] = set()  # encodings whose tables are in memory (for_model is then instant)
 
 
 @lru_cache(maxsize=8)
 def _counter_for_encoding(name: str) -> TokenCounter:
     with _lock:
-        return TokenCounter(name, _load_encoder(name))
+        counter = TokenCounter(name, _load_encoder(name))
+    _loaded.add(name)
+    return counter
 
 
 class TokenCounter:
@@ -99,6 +103,14 @@ class TokenCounter:
     def for_model(cls, model: str) -> TokenCounter:
         """The (cached, shared) counter for `model`'s tokenizer."""
         return _counter_for_encoding(encoding_for_model(model))
+
+    @classmethod
+    async def for_model_async(cls, model: str) -> TokenCounter:
+        """`for_model` for code on the event loop: a tokenizer's first load (~1 s) runs in a thread."""
+        name = encoding_for_model(model)
+        if name in _loaded:
+            return _counter_for_encoding(name)
+        return await asyncio.to_thread(_counter_for_encoding, name)
 
     def __repr__(self) -> str:
         return f"TokenCounter({self.encoding_name!r})"

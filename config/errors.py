@@ -140,6 +140,14 @@ class StoreError(CtxProxyError):
     default_code = "store_unavailable"
 
 
+class NotReadyError(CtxProxyError):
+    """The proxy is still warming up (heavy imports, tokenizers) and not ready to serve (503)."""
+
+    status = 503
+    error_type = "server_error"
+    default_code = "warming_up"
+
+
 def http_status(error: CtxProxyError) -> int:
     """The status to answer with: an upstream error keeps its own."""
     if isinstance(error, UpstreamHTTPError):

@@ -21,10 +21,12 @@ from proxy import appkeys
 from proxy.appkeys import EngineAPI
 from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
+from proxy.observability.loop_lag import loop_lag_ctx
 from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
 from proxy.server import chat, meta
 from proxy.server.middleware import error_middleware, observe_middleware
+from proxy.server.warmup import warmup_ctx
 from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
 from proxy.upstream.openai import OpenAIUpstream, UpstreamRouter
@@ -59,6 +61,8 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory | None = Non
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_session)
     app.cleanup_ctx.append(_engine(engine_factory or default_engine))
+    app.cleanup_ctx.append(warmup_ctx)
+    app.cleanup_ctx.append(loop_lag_ctx)
     _add_routes(app)
     return app
 

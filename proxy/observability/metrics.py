@@ -33,6 +33,7 @@ METRIC_NAMES = (
     "ctxproxy_prefix_stable_requests_total",
     "ctxproxy_prefix_checked_requests_total",
     "ctxproxy_store_size_bytes",
+    "ctxproxy_event_loop_lag_seconds",
 )
 CIRCUIT_STATES = {"closed": 0, "half-open": 1, "half_open": 1, "open": 2}
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -88,12 +89,18 @@ class Metrics:
                                 "Forwarded requests extending the previous one (cache-friendly)", reg)
         self.prefix_checked = _c("ctxproxy_prefix_checked_requests_total",
                                  "Forwarded requests with a previous one to compare against", reg)
+        self.loop_lag = Histogram("ctxproxy_event_loop_lag_seconds",
+                                  "How late the event loop woke a 50 ms sleep (time it was held)",
+                                  registry=reg, buckets=_OVERHEAD_BUCKETS)
         self.store_size = Gauge("ctxproxy_store_size_bytes", "store size on disk (SQLite: db + WAL)",
                                 registry=reg)
         self.store_size.set_function(store_size or (lambda: 0.0))
 
     def observe_request(self, route: str, status: int) -> None:
         self.requests.labels(route=route, status=str(status)).inc()
+
+    def observe_loop_lag(self, seconds: float) -> None:
+        self.loop_lag.observe(seconds)
 
     def observe_upstream_latency(self, seconds: float) -> None:
         self.upstream_latency.observe(seconds)

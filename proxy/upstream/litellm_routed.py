@@ -72,19 +72,21 @@ class LiteLLMUpstream:
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
-        from compaction.llm import get_litellm
+        from compaction.llm import get_litellm_async
 
         with provider_call(params):
-            response = await get_litellm().acompletion(**_kwargs(params, body, api_key, False))
+            litellm = await get_litellm_async()
+            response = await litellm.acompletion(**_kwargs(params, body, api_key, False))
         data = _dump(response)
         return UpstreamReply(200, json.dumps(data).encode(), data, {})
 
     async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
                           api_key: str | None) -> StreamingReply:
-        from compaction.llm import get_litellm
+        from compaction.llm import get_litellm_async
 
         with provider_call(params):
-            response = await get_litellm().acompletion(**_kwargs(params, body, api_key, True))
+            litellm = await get_litellm_async()
+            response = await litellm.acompletion(**_kwargs(params, body, api_key, True))
         return _LiteLLMStream(response)
 
 

@@ -1,0 +1,78 @@
+"""Start-up warm-up: litellm and the configured models' tokenizers loaded in a worker thread.
+
+Importing litellm takes seconds and a tokenizer's tables about one; done on the event loop (the
+first summariser call, a model's first request) they stalled every request, /healthz included.
+`/readyz` answers 503 until the warm-up is done and chat requests wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from config.errors import NotReadyError
+from config.settings import Settings
+from proxy import appkeys
+
+
+@dataclass
+class Warmup:
+    """Whether the heavy start-up work is done, how long it took and what failed (if anything)."""
+
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    seconds: float | None = None
+    error: str | None = None
+
+    def check_ready(self) -> None:
+        """Raise NotReadyError (503) while the warm-up is still running."""
+        if not self.done.is_set():
+            raise NotReadyError("warming up: loading litellm and the tokenizers")
+
+
+WARMUP = web.AppKey("warmup", Warmup)
+
+
+def tokenizer_models(settings: Settings) -> tuple[str, ...]:
+    """Model names whose tokenizers requests will need: every entry's name and upstream model."""
+    names = {name for m in settings.model_list
+             for name in (m.model_name, m.litellm_params.model) if name}
+    return tuple(sorted(names))
+
+
+def load_heavy(settings: Settings) -> None:
+    """The blocking part (a worker thread runs it): import litellm, load every needed tokenizer."""
+    from compaction import llm
+    from compaction.tokens import TokenCounter
+
+    llm.get_litellm()
+    for name in tokenizer_models(settings):
+        TokenCounter.for_model(name)
+
+
+async def warmup_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Cleanup context: start the warm-up with the app, never block start-up on it."""
+    warmup = Warmup()
+    app[WARMUP] = warmup
+    task = asyncio.create_task(_run(app, warmup))
+    yield
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _run(app: web.Application, warmup: Warmup) -> None:
+    started = time.perf_counter()
+    try:
+        await asyncio.to_thread(load_heavy, app[appkeys.SETTINGS])
+    except Exception as exc:  # a missing tokenizer must not keep the proxy unready forever
+        warmup.error = type(exc).__name__
+        app[appkeys.LOGGER].warning("warmup_failed", error=warmup.error)
+    warmup.seconds = round(time.perf_counter() - started, 3)
+    app[appkeys.LOGGER].info("warmup_done", seconds=warmup.seconds)
+    warmup.done.set()
