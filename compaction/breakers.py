@@ -7,19 +7,27 @@ next level without telling the breaker). Local summarisers cannot fail that way 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from compaction.observer import CompactionObserver, ObservedSummarizer
 from compaction.summarizers import CircuitBreaker
 from compaction.types import ChatTurn, Summarizer, SummarizerChoice
 from config.settings import LOCAL_EXTRACTIVE, SummarizerSettings
 
+# Breakers kept (least recently used forgotten first): one per (tenant, endpoint), so without a
+# bound every new client key would keep a breaker, and the summariser instance it wraps, forever.
+MAX_BREAKERS = 4096
+
 
 class SummarizerPool:
     """Breakers and observing wrappers, kept for the engine's lifetime."""
 
-    def __init__(self, settings: SummarizerSettings, observer: CompactionObserver) -> None:
+    def __init__(self, settings: SummarizerSettings, observer: CompactionObserver,
+                 max_breakers: int = MAX_BREAKERS) -> None:
         self._settings = settings
         self._observer = observer
-        self._breakers: dict[tuple[str, str], ObservedSummarizer] = {}
+        self._max_breakers = max_breakers
+        self._breakers: OrderedDict[tuple[str, str], ObservedSummarizer] = OrderedDict()
         self._observed: dict[int, ObservedSummarizer] = {}  # local summarisers, by identity
 
     def wrap(self, turn: ChatTurn, choice: SummarizerChoice) -> SummarizerChoice:
@@ -41,9 +49,15 @@ class SummarizerPool:
             found = self._breakers[key] = ObservedSummarizer(
                 CircuitBreaker(choice.summarizer, failures=s.breaker_failures, reset_s=s.breaker_reset_s),
                 self._observer)
+            while len(self._breakers) > self._max_breakers:
+                self._breakers.popitem(last=False)
         else:
             breaker.inner = choice.summarizer  # same endpoint: the current instance, same count
+            self._breakers.move_to_end(key)
         return SummarizerChoice(found, choice.settings)
+
+    def __len__(self) -> int:
+        return len(self._breakers)
 
     def _observe_local(self, summarizer: Summarizer) -> ObservedSummarizer:
         """One observing wrapper per local summariser instance (no breaker: it cannot fail)."""

@@ -131,8 +131,11 @@ def validate_outgoing(outgoing: Sequence[Mapping[str, Any]],
 
     Checks: no pairing violation the client did not send itself; every system/developer message
     the client sent is forwarded (possibly cut) in order; the client's last message is the last
-    forwarded one (possibly cut).
+    forwarded one (possibly cut). The client's own list forwarded unchanged passes at once (the
+    common case on resends; walking a long history's groups twice cost milliseconds).
     """
+    if _is_clients_own(outgoing, received):
+        return
     problems = _new_pairing_problems(outgoing, received)
     problems += _missing_system(outgoing, received)
     if received and (not outgoing or not is_derived(outgoing[-1], received[-1])):
@@ -140,6 +143,16 @@ def validate_outgoing(outgoing: Sequence[Mapping[str, Any]],
     if problems:
         raise CtxProxyError("ctxproxy built an invalid forwarded request: " + "; ".join(problems),
                             code="invalid_forwarded_context")
+
+
+def _is_clients_own(outgoing: Sequence[Mapping[str, Any]], received: Sequence[Mapping[str, Any]]) -> bool:
+    """`outgoing` is `received` message for message, ctxproxy's own fields (`pinned`) aside."""
+    if len(outgoing) != len(received):
+        return False
+    for out, original in zip(outgoing, received, strict=True):
+        if out != original and out != {k: v for k, v in original.items() if k != "pinned"}:
+            return False
+    return True
 
 
 def _new_pairing_problems(outgoing: Sequence[Mapping[str, Any]],

@@ -159,3 +159,20 @@ async def test_breaker_survives_new_instances_of_the_same_endpoint(tmp_path: Pat
     assert len(calls) == 3 and errors[3:] == ["circuit_open", "circuit_open"]
     await engine.aclose()
     store.close()
+
+
+def test_breakers_are_bounded_and_recent_ones_are_kept() -> None:
+    from compaction.breakers import SummarizerPool
+
+    pool = SummarizerPool(SummarizerSettings(), NullObserver(), max_breakers=3)
+    summarizer = ScriptedSummarizer("faithful", name="openai/gpt-4o-mini")
+
+    def turn(tenant: str) -> ChatTurn:
+        return ChatTurn(tenant, MODEL, LiteLLMParams("openai/" + MODEL), Settings(()).compaction, 8_000,
+                        ({"role": "user", "content": "hi"},))
+
+    first = pool.wrap(turn("t0"), SummarizerChoice(summarizer, {})).summarizer
+    for n in range(1, 50):  # one new tenant per turn, t0 used again each time
+        pool.wrap(turn(f"t{n}"), SummarizerChoice(summarizer, {}))
+        assert pool.wrap(turn("t0"), SummarizerChoice(summarizer, {})).summarizer is first
+    assert len(pool) == 3
