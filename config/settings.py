@@ -60,7 +60,7 @@ class CompactionSettings:
     reserve_tokens: int = 4_096  # reply reserve when the request sets no max_tokens (<= window/4)
     safety_margin_tokens: int = 256
     fresh_tail_count: int = FRESH_TAIL_COUNT
-    fresh_tail_max_percent: int = 50  # of the budget; the newest group and last user message regardless
+    fresh_tail_max_percent: int = 70  # of the budget; the newest group and last user message regardless
     anchor_max_percent: int = 15  # bounded share of the budget for the anchor block
     leaf_min_fanout: int = LEAF_MIN_FANOUT
     leaf_chunk_tokens: int = LEAF_CHUNK_TOKENS
