@@ -29,11 +29,11 @@ from config.errors import NotFoundError, StoreError
 from config.settings import StoreSettings
 from store import expand as expand_mod
 from store import ingest as ingest_mod
+from store import lifecycle, rows
 from store import reply as reply_mod
-from store import rows
 from store import search as search_mod
 from store.anchors import upsert_anchors
-from store.db import checkpoint, open_database, transaction
+from store.db import CheckpointMode, checkpoint, open_database, transaction
 from store.interface import PassFinisher
 from store.models import (
     Anchor,
@@ -52,7 +52,6 @@ from store.models import (
 )
 
 ANONYMOUS_TENANT = "anonymous"
-_CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds")
 
 
 class _Rollback(Exception):
@@ -79,9 +78,17 @@ class Store:
         secret = settings.tenant_secret or _stored_secret(db.conn)
         return cls(db, secret, settings)
 
-    def checkpoint(self) -> None:
-        """Fold the WAL into the database file (thread-safe: uses its own connection)."""
-        checkpoint(self.settings.path, self.settings.busy_timeout_ms)
+    def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> bool:
+        """Fold the WAL into the database file (thread-safe: uses its own connection); True when
+        complete (TRUNCATE also empties the WAL file)."""
+        return checkpoint(self.settings.path, self.settings.busy_timeout_ms, mode)
+
+    def scrub(self) -> bool:
+        """After a delete: merge the search indexes (dropping deleted entries) and empty the WAL, so
+        the deleted text is in no file; True when the WAL could be emptied now."""
+        with self.lock, transaction(self.conn):
+            lifecycle.optimize_indexes(self.conn)
+        return self.checkpoint("TRUNCATE")
 
     def close(self) -> None:
         with self.lock:
@@ -208,20 +215,27 @@ class TenantStore:
         return rows.message(row)
 
     def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation and all it owns (index rows go with them through the triggers)."""
+        """Delete a conversation and all it owns, then scrub the files (store/lifecycle.py);
+        NotFoundError for an unknown id. A fork of it keeps its own copy of the shared history."""
         with self._tx():
             self.conversation(conversation_id)
-            params = {"cid": conversation_id}
-            self._run("DELETE FROM summary_sources WHERE tenant_id = :tenant AND summary_id IN "
-                      "(SELECT id FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid)",
-                      params)
-            self._run("DELETE FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid", params)
-            for table in _CONVERSATION_TABLES:
-                self._run(f"DELETE FROM {table} WHERE tenant_id = :tenant AND conversation_id = :cid",
-                          params)
-            self._run("UPDATE conversations SET forked_from = NULL WHERE tenant_id = :tenant "
-                      "AND forked_from = :cid", params)
-            self._run("DELETE FROM conversations WHERE tenant_id = :tenant AND id = :cid", params)
+            lifecycle.delete_conversations(self._run, "id = :cid", {"cid": conversation_id})
+        self._store.scrub()
+
+    def delete_tenant(self) -> int:
+        """Delete every conversation of this tenant (and all they own); how many went."""
+        return self._delete_scrubbed("1 = 1", {})
+
+    def delete_idle(self, before: float) -> int:
+        """Delete this tenant's conversations last active before `before` (epoch s): retention."""
+        return self._delete_scrubbed("updated_at < :before", {"before": before})
+
+    def _delete_scrubbed(self, selector: str, params: dict[str, object]) -> int:
+        with self._tx():
+            count = lifecycle.delete_conversations(self._run, selector, params)
+        if count:
+            self._store.scrub()
+        return count
 
     # -- summaries and views ---------------------------------------------------------------------
 
