@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "proxy.cli.inspect",
     "proxy.cli.replay",
     "proxy.cli.recall",
+    "proxy.cli.lifecycle",
 ]
 
 
