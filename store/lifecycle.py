@@ -15,7 +15,8 @@ import sqlite3
 from store.ingest import Runner
 
 # Tables whose rows belong to one conversation (column conversation_id), summaries aside.
-OWNED_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds")
+OWNED_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "forwarded_tips",
+                "tool_rounds")
 FTS_INDEXES = ("messages_fts", "messages_tri", "summaries_fts", "summaries_tri")
 
 

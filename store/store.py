@@ -28,6 +28,7 @@ import sqlite_utils
 from config.errors import NotFoundError, StoreError
 from config.settings import StoreSettings
 from store import expand as expand_mod
+from store import forwarded as forwarded_mod
 from store import ingest as ingest_mod
 from store import lifecycle, rows
 from store import reply as reply_mod
@@ -396,27 +397,28 @@ class TenantStore:
         return [rows.event(r) for r in found]
 
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
-        """Store it; True when the previous forwarded prefix is a prefix of this one (None if first)."""
+        """Store it in constant space (store/forwarded.py); True when the previous forwarded request
+        is a prefix of this one (None if first)."""
         with self._tx():
-            # One statement checks the conversation and fetches the previous forwarded prefix.
-            last = self._one("SELECT f.prefix_hashes_json FROM conversations c LEFT JOIN forwarded f ON "
-                             "f.id = (SELECT id FROM forwarded WHERE tenant_id = c.tenant_id AND "
-                             "conversation_id = c.id ORDER BY id DESC LIMIT 1) "
-                             "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
-                             f"conversation {rec.conversation_id!r}")
-            extends: bool | None = None
-            if last[0] is not None:
-                previous = json.loads(last[0])
-                extends = list(rec.prefix_hashes[: len(previous)]) == previous
-            self._run("INSERT INTO forwarded (tenant_id, conversation_id, prefix_hashes_json, "
-                      "tokens_received, tokens_forwarded, budget, occupancy_json, compacted, view_version, "
-                      "extends_previous, created_at) VALUES (:tenant, :cid, :hashes, :received, "
-                      ":forwarded, :budget, :occupancy, :compacted, :view, :extends, :now)",
-                      {"cid": rec.conversation_id, "hashes": rows.dumps(list(rec.prefix_hashes)),
+            # One statement checks the conversation and fetches the previous request's tip.
+            tip = self._one("SELECT t.hashes FROM conversations c LEFT JOIN forwarded_tips t ON "
+                            "t.conversation_id = c.id AND t.tenant_id = :tenant "
+                            "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
+                            f"conversation {rec.conversation_id!r}")
+            packed = forwarded_mod.pack(rec.prefix_hashes)
+            shared, extends = forwarded_mod.compare(tip[0], packed)
+            self._run("INSERT INTO forwarded (tenant_id, conversation_id, messages_forwarded, shared_prefix, "
+                      "extends_previous, tokens_received, tokens_forwarded, budget, occupancy_json, "
+                      "compacted, view_version, created_at) VALUES (:tenant, :cid, :count, :shared, "
+                      ":extends, :received, :forwarded, :budget, :occupancy, :compacted, :view, :now)",
+                      {"cid": rec.conversation_id, "count": len(rec.prefix_hashes), "shared": shared,
+                       "extends": None if extends is None else int(extends),
                        "received": rec.tokens_received, "forwarded": rec.tokens_forwarded,
                        "budget": rec.budget, "occupancy": rows.dumps(rec.occupancy),
-                       "compacted": int(rec.compacted), "view": rec.view_version,
-                       "extends": None if extends is None else int(extends), "now": time.time()})
+                       "compacted": int(rec.compacted), "view": rec.view_version, "now": time.time()})
+            self._run("INSERT INTO forwarded_tips (tenant_id, conversation_id, hashes) VALUES "
+                      "(:tenant, :cid, :hashes) ON CONFLICT (conversation_id) DO UPDATE SET "
+                      "hashes = excluded.hashes", {"cid": rec.conversation_id, "hashes": packed})
             return extends
 
     def forwarded(self, conversation_id: str) -> list[ForwardedRecord]:
