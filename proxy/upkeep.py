@@ -2,9 +2,11 @@
 
 Both run in worker threads (the store's own lock serialises them with requests) as tasks owned by
 the app's store cleanup context. Checkpoint strategy (README "Checkpoint strategy"): a PASSIVE
-checkpoint every CHECKPOINT_INTERVAL_S never blocks a request but cannot finish while writes keep
-coming, so whenever the WAL file exceeds WAL_TRUNCATE_BYTES a TRUNCATE checkpoint holds writers back
-just long enough to copy every frame and empty the file.
+checkpoint every 5 s never blocks a request but cannot finish while writes keep coming, so whenever
+the WAL file exceeds WAL_TRUNCATE_BYTES (looked at every second) a TRUNCATE checkpoint holds writers
+back just long enough to copy every frame and empty the file. Writers in a tight loop can starve
+it (it waits only TRUNCATE_BUSY_MS for its turn); past twice the bound it runs under the store's
+lock, so requests wait for it (tens of milliseconds) instead.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from config.errors import CtxProxyError
 from config.settings import StoreSettings
 from store.interface import StoreBackend
 
-CHECKPOINT_INTERVAL_S = 5.0
-WAL_TRUNCATE_BYTES = 16 * 1024 * 1024
+CHECKPOINT_TICK_S = 1.0  # how often the WAL's size is looked at
+PASSIVE_EVERY_TICKS = 5  # a PASSIVE checkpoint every 5 s
+WAL_TRUNCATE_BYTES = 16 * 1024 * 1024  # over this, a TRUNCATE checkpoint
 RETENTION_INTERVAL_S = 3600.0
 DAY_S = 86_400.0
 
@@ -33,21 +36,30 @@ def wal_bytes(settings: StoreSettings) -> int:
     return 0
 
 
-def checkpoint_once(store: StoreBackend, settings: StoreSettings) -> bool:
-    """One tick of the strategy: TRUNCATE when the WAL is over its bound, else PASSIVE."""
-    if wal_bytes(settings) > WAL_TRUNCATE_BYTES:
+def checkpoint_once(store: StoreBackend, settings: StoreSettings, *, passive: bool = True,
+                    truncate_over: int = WAL_TRUNCATE_BYTES) -> bool | None:
+    """One tick of the strategy: over `truncate_over` bytes of WAL a TRUNCATE (which writers can
+    starve), over twice that an exclusive one (which they wait for), else PASSIVE when asked;
+    whether the checkpoint completed (None: none was due)."""
+    size = wal_bytes(settings)
+    if size > 2 * truncate_over:
+        return store.checkpoint("TRUNCATE", exclusive=True)
+    if size > truncate_over:
         return store.checkpoint("TRUNCATE")
-    return store.checkpoint("PASSIVE")
+    return store.checkpoint("PASSIVE") if passive else None
 
 
 async def checkpoint_periodically(store: StoreBackend, settings: StoreSettings,
                                   logger: FilteringBoundLogger,
-                                  interval_s: float = CHECKPOINT_INTERVAL_S) -> None:
+                                  tick_s: float = CHECKPOINT_TICK_S) -> None:
     """WAL checkpoints in a worker thread, so no request's commit pays for syncing the file."""
+    ticks = 0
     while True:
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(tick_s)
+        ticks += 1
         try:
-            await asyncio.to_thread(checkpoint_once, store, settings)
+            await asyncio.to_thread(checkpoint_once, store, settings,
+                                    passive=ticks % PASSIVE_EVERY_TICKS == 0)
         except CtxProxyError as exc:  # a busy store retries at the next tick
             logger.warning("store.checkpoint_failed", error=exc.message)
 

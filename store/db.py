@@ -21,6 +21,7 @@ from config.errors import StoreError
 _savepoints = itertools.count()
 CheckpointMode = Literal["PASSIVE", "TRUNCATE"]
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # a reset WAL is truncated back to this size at most
+TRUNCATE_BUSY_MS = 250  # a TRUNCATE checkpoint gives up (retried later) rather than stall writers
 
 
 def open_database(path: str, busy_timeout_ms: int, *, autocheckpoint: bool = True) -> sqlite_utils.Database:
@@ -58,18 +59,26 @@ def checkpoint(path: str, busy_timeout_ms: int, mode: CheckpointMode = "PASSIVE"
     the serving connection keeps working); True when every frame was copied.
 
     PASSIVE never blocks writers but cannot finish under continuous writes; TRUNCATE holds writers
-    back (for at most `busy_timeout_ms`) until it has copied everything, then empties the WAL file.
+    back while it copies everything, then empties the WAL file; it waits at most TRUNCATE_BUSY_MS
+    for its turn (the store's writers then wait on it, not the other way round).
     """
     if path == ":memory:":
         return True
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        busy, log_frames, copied = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
-    except sqlite3.Error as exc:
-        raise StoreError(f"WAL checkpoint failed for {path}: {exc}") from exc
+        wait_ms = min(busy_timeout_ms, TRUNCATE_BUSY_MS) if mode == "TRUNCATE" else busy_timeout_ms
+        conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+        return run_checkpoint(conn, mode)
     finally:
         conn.close()
+
+
+def run_checkpoint(conn: sqlite3.Connection, mode: CheckpointMode) -> bool:
+    """`PRAGMA wal_checkpoint(mode)` on `conn`; True when every frame was copied (and not busy)."""
+    try:
+        busy, log_frames, copied = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(f"WAL checkpoint failed: {exc}") from exc
     return not busy and copied == log_frames
 
 

@@ -34,7 +34,7 @@ from store import lifecycle, rows
 from store import reply as reply_mod
 from store import search as search_mod
 from store.anchors import upsert_anchors
-from store.db import CheckpointMode, checkpoint, open_database, transaction
+from store.db import CheckpointMode, checkpoint, open_database, run_checkpoint, transaction
 from store.interface import PassFinisher
 from store.models import (
     Anchor,
@@ -79,10 +79,14 @@ class Store:
         secret = settings.tenant_secret or _stored_secret(db.conn)
         return cls(db, secret, settings)
 
-    def checkpoint(self, mode: CheckpointMode = "PASSIVE") -> bool:
-        """Fold the WAL into the database file (thread-safe: uses its own connection); True when
-        complete (TRUNCATE also empties the WAL file)."""
-        return checkpoint(self.settings.path, self.settings.busy_timeout_ms, mode)
+    def checkpoint(self, mode: CheckpointMode = "PASSIVE", *, exclusive: bool = False) -> bool:
+        """Fold the WAL into the database file (thread-safe); True when complete (TRUNCATE also
+        empties the WAL file). `exclusive` runs it on the serving connection under the store's
+        lock, so no writer of this process can starve it (they wait for it instead)."""
+        if not exclusive or self.settings.path == ":memory:":
+            return checkpoint(self.settings.path, self.settings.busy_timeout_ms, mode)
+        with self.lock:
+            return run_checkpoint(self.conn, mode)
 
     def scrub(self) -> bool:
         """After a delete: merge the search indexes (dropping deleted entries) and empty the WAL, so
