@@ -34,12 +34,15 @@ def test_small_wal_gets_a_passive_checkpoint_large_one_is_emptied(
         tenant.record_tool_round(cid, [], PAYLOAD)
     before = wal_bytes(store.settings)
     assert before > 100_000
-    assert checkpoint_once(store, store.settings, passive=False) is None  # nothing due
     assert checkpoint_once(store, store.settings) is True
     assert wal_bytes(store.settings) == before  # PASSIVE copies frames, keeps the file
     assert checkpoint_once(store, store.settings, truncate_over=before // 2) is True
     assert wal_bytes(store.settings) == 0
-    assert len(tenant.tool_rounds(cid)) == 50
+    for _ in range(50):
+        tenant.record_tool_round(cid, [], PAYLOAD)
+    assert checkpoint_once(store, store.settings, truncate_over=10**9, exclusive_over=1) is True
+    assert wal_bytes(store.settings) == 0
+    assert len(tenant.tool_rounds(cid)) == 100
 
 
 def test_truncate_completes_under_continuous_writes(served: tuple[Store, TenantStore, str]) -> None:
@@ -57,11 +60,12 @@ def test_truncate_completes_under_continuous_writes(served: tuple[Store, TenantS
     largest, completed = 0, 0
     while not done.is_set():
         largest = max(largest, wal_bytes(store.settings))
-        completed += bool(checkpoint_once(store, store.settings, truncate_over=256 * 1024))
+        completed += checkpoint_once(store, store.settings, truncate_over=256 * 1024,
+                                     exclusive_over=1024 * 1024)
         time.sleep(0.005)
     writer.join()
     # 3,000 x 2 KB rows write ~50 MB of WAL frames (PASSIVE alone: a ~50 MB WAL file); bounded
-    # means at most the exclusive bound (2 x 256 KiB) plus what one tick lets through.
+    # means at most the exclusive bound (1 MiB) plus what one tick lets through.
     assert completed >= 1
     assert largest < 6 * 1024 * 1024, largest
     assert len(tenant.tool_rounds(cid)) == 3_000

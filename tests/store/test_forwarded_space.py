@@ -7,43 +7,15 @@ import json
 import sqlite3
 from pathlib import Path
 
+from bench.store_soak import forwarded_bytes_per_request
 from config.settings import StoreSettings
 from store.migrations import MIGRATIONS, apply_migrations
 from store.models import ForwardedRecord
 from store.store import Store
-from tests.store.store_helpers import TokenCounter
-
-REQUESTS = 40
 
 
-def _hashes(n: int, salt: str = "h") -> tuple[str, ...]:
-    return tuple(f"{salt}{i:060d}" for i in range(n))  # engine hashes are 64 hex characters
-
-
-def forwarded_bytes_per_request(tmp_path: Path, length: int) -> float:
-    """Payload bytes (dbstat) the forwarded tables gain per request on a `length`-message conversation."""
-    store = Store.open(StoreSettings(path=str(tmp_path / f"f{length}.db")))
-    try:
-        tenant = store.for_tenant("t")
-        msgs = [{"role": "user", "content": f"m{i}"} for i in range(length)]
-        cid = tenant.ingest(msgs, model="m", external_id=None, count_tokens=TokenCounter()).conversation.id
-
-        def payload() -> int:
-            return int(store.conn.execute("SELECT COALESCE(SUM(pgsize - unused), 0) FROM dbstat "
-                                          "WHERE name LIKE 'forwarded%'").fetchone()[0])
-
-        tenant.record_forwarded(ForwardedRecord(cid, _hashes(length), 1, 1, 1, {"system": 1}, False, 0))
-        before = payload()  # the tip exists now: what follows is per-request cost only
-        for j in range(REQUESTS):
-            tenant.record_forwarded(ForwardedRecord(cid, _hashes(length + j), 1, 1, 1, {"system": 1},
-                                                    False, 0))
-        return (payload() - before) / REQUESTS
-    finally:
-        store.close()
-
-
-def test_bytes_per_forwarded_request_do_not_grow_with_the_conversation(tmp_path: Path) -> None:
-    short, long = forwarded_bytes_per_request(tmp_path, 50), forwarded_bytes_per_request(tmp_path, 500)
+def test_bytes_per_forwarded_request_do_not_grow_with_the_conversation() -> None:
+    short, long = forwarded_bytes_per_request(50), forwarded_bytes_per_request(500)
     assert long <= short * 1.1 + 8, (short, long)  # the old layout: ~4.8 KB vs ~35 KB
     assert long < 200
 
