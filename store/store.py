@@ -89,10 +89,14 @@ class Store:
             return run_checkpoint(self.conn, mode)
 
     def scrub(self) -> bool:
-        """After a delete: merge the search indexes (dropping deleted entries) and empty the WAL, so
-        the deleted text is in no file; True when the WAL could be emptied now."""
-        with self.lock, transaction(self.conn):
-            lifecycle.optimize_indexes(self.conn)
+        """After a delete: merge the search indexes (dropping deleted entries) in bounded steps,
+        each its own transaction, then empty the WAL, so the deleted text is in no file; True when
+        the WAL could be emptied now."""
+        for index in lifecycle.FTS_INDEXES:
+            for _ in range(lifecycle.MAX_MERGE_STEPS):
+                with self.lock, transaction(self.conn):
+                    if not lifecycle.merge_step(self.conn, index):
+                        break
         return self.checkpoint("TRUNCATE")
 
     def close(self) -> None:
