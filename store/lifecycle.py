@@ -4,8 +4,9 @@ Runs inside the caller's transaction with a TenantStore's tenant-bound runner. A
 its messages, summaries (and their source links), anchors, views, compaction events, forwarded log
 and recall tool rounds; the FTS5 rows go with messages and summaries through the triggers. FTS5
 keeps a deleted document's terms in older segments until they are merged, so `merge_step` (run
-until done) merges every index into one segment; with `PRAGMA secure_delete` (store/db.py) the freed pages are
-zeroed, and a TRUNCATE checkpoint afterwards drops the WAL frames that still held the old pages.
+until done) merges every index into one segment; with `PRAGMA secure_delete` (store/db.py) the
+freed pages are zeroed, and a TRUNCATE checkpoint afterwards drops the WAL frames that still held
+the old pages (`Store.scrub` does both).
 """
 
 from __future__ import annotations
