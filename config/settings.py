@@ -170,6 +170,7 @@ class StoreSettings:
     path: str = "./data/ctxproxy.db"
     busy_timeout_ms: int = 5_000
     tenant_secret: str | None = field(default=None, repr=False)  # None: generated once, kept in meta
+    retention_days: float | None = None  # conversations idle longer are deleted; None: kept forever
 
 
 @dataclass(frozen=True)
