@@ -23,7 +23,7 @@ from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
 from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
-from proxy.server import chat, meta
+from proxy.server import chat, meta, passthrough
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
@@ -68,11 +68,13 @@ def _add_routes(app: web.Application) -> None:
         app.router.add_post(f"{prefix}/chat/completions", chat.chat_completions)
     app.router.add_get("/v1/models", meta.list_models)
     app.router.add_get("/models", meta.list_models)
+    app.router.add_get("/v1/models/{model_id:.+}", meta.retrieve_model)
     app.router.add_get("/healthz", meta.healthz)
     app.router.add_get("/readyz", meta.readyz)
     app.router.add_get("/metrics", meta.metrics)
     setup_context_routes(app)
     setup_ui(app)
+    app.router.add_route("*", "/v1/{tail:.*}", passthrough.forward)  # last: every other /v1/ path
 
 
 def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:

@@ -35,6 +35,7 @@ from proxy.upstream.wire import first_message
 
 CONVERSATION_HEADER = "X-Conversation-Id"
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
+CLIENT_HEADERS = frozenset({"user-agent"})  # forwarded whoever's key is used
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
@@ -123,14 +124,15 @@ def upstream_params(params: LiteLLMParams, server: ServerSettings,
     """The entry's params as this request uses them.
 
     litellm's `timeout`/`stream_timeout` default to server.upstream_timeout_s (the fast path gets
-    the same limit from its session). The client's OpenAI-Organization/-Project/-Beta headers go
-    along only with the client's own key to an OpenAI-wire upstream: with the operator's key they
-    would pick the operator's organisation or project.
+    the same limit from its session). The client's User-Agent always reaches an OpenAI-wire upstream;
+    its OpenAI-Organization/-Project/-Beta headers only with the client's own key: with the
+    operator's key they would pick the operator's organisation or project.
     """
     extra = {"timeout": server.upstream_timeout_s, "stream_timeout": server.upstream_timeout_s,
              **params.extra}
-    if params.api_key is None and uses_openai_wire(params):
-        forwarded = {k: v for k, v in client_headers.items() if k.lower() in CLIENT_ACCOUNT_HEADERS}
+    if uses_openai_wire(params):
+        passed = CLIENT_HEADERS | (CLIENT_ACCOUNT_HEADERS if params.api_key is None else frozenset())
+        forwarded = {k: v for k, v in client_headers.items() if k.lower() in passed}
         configured = params.extra.get("extra_headers") or params.extra.get("headers")
         if forwarded and (configured is None or isinstance(configured, dict)):
             extra["extra_headers"] = {**forwarded, **(configured or {})}  # the operator's win

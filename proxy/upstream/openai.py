@@ -91,7 +91,7 @@ class OpenAIUpstream:
         resp = await self._post(params, body, api_key)
         raw = await _read_all(resp)
         if resp.status >= 400:
-            raise upstream_http_error(resp.status, raw, params)
+            raise upstream_http_error(resp.status, raw, params, resp.headers)
         try:
             data = json.loads(raw)
         except ValueError:
@@ -104,7 +104,7 @@ class OpenAIUpstream:
                           api_key: str | None) -> StreamingReply:
         resp = await self._post(params, body, api_key)
         if resp.status >= 400:
-            raise upstream_http_error(resp.status, await _read_all(resp), params)
+            raise upstream_http_error(resp.status, await _read_all(resp), params, resp.headers)
         return _AiohttpStream(resp)
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
@@ -184,21 +184,26 @@ class _AiohttpStream:
         return self._resp.content.at_eof()
 
 
-def upstream_http_error(status: int, raw: bytes, params: LiteLLMParams | None = None) -> CtxProxyError:
-    """A provider error: passed through unchanged when it is OpenAI-shaped JSON, else a 502.
+def upstream_http_error(status: int, raw: bytes, params: LiteLLMParams | None = None,
+                        headers: Any = None) -> CtxProxyError:
+    """A provider error: passed through unchanged when it is OpenAI-shaped JSON, else a 502; either
+    way with the provider's Retry-After, rate-limit and request-id headers (`relayed_headers`).
 
     A 401/403 to the operator's configured key is the proxy's problem, not the client's: a 502
     (relaying it would blame a key the client never sent and echo a fragment of the operator's)."""
+    relayed = relayed_headers(headers or {})
     try:
         body = json.loads(raw)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict | str):
-        return for_keyed_entry(params, UpstreamHTTPError(status, body))
+        return for_keyed_entry(params, UpstreamHTTPError(status, body, relayed))
     if params is not None and params.api_key and status in (401, 403):
         return UpstreamError(CREDENTIALS_REJECTED, code="upstream_credentials_rejected")
     snippet = raw[:200].decode("utf-8", "replace")
-    return UpstreamError(f"the upstream provider answered {status} without an error body: {snippet!r}")
+    error = UpstreamError(f"the upstream provider answered {status} without an error body: {snippet!r}")
+    error.headers = relayed
+    return error
 
 
 def relayed_headers(headers: Any) -> dict[str, str]:
