@@ -86,8 +86,10 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return body
 
 
-async def prepare_turn(request: web.Request, body: dict[str, Any], started: float) -> Turn:
-    """Resolve the model and tenant, build the ChatTurn and let the engine prepare it."""
+async def prepare_turn(request: web.Request, body: dict[str, Any], started: float, *,
+                       recall_tools: bool = True) -> Turn:
+    """Resolve the model and tenant, build the ChatTurn and let the engine prepare it.
+    `recall_tools=False`: an API whose handler does not run the recall tool loop (never offered)."""
     app = request.app
     record = request[appkeys.RECORD]
     model = body.get("model")
@@ -105,6 +107,8 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     tenant = app[appkeys.STORE].tenant_id_for_key(client_key)
     record.tenant_id = tenant
     turn = await _build_turn(request, body, entry, tenant, client_key)
+    if not recall_tools:
+        turn = replace(turn, offer_recall=False)
     prepared: PreparedRequest = await app[appkeys.ENGINE].prepare(turn)
     record.conversation_id = prepared.conversation_id
     record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
@@ -191,7 +195,7 @@ def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLL
     return out
 
 
-def _headers(t: Turn, upstream_s: float) -> dict[str, str]:
+def ctxproxy_headers(t: Turn, upstream_s: float) -> dict[str, str]:
     overhead_ms = max(0.0, (time.perf_counter() - t.started - upstream_s) * 1000)
     t.request[appkeys.RECORD].overhead_ms = round(overhead_ms, 3)
     return {"X-Ctxproxy-Conversation-Id": t.prepared.conversation_id,
@@ -218,8 +222,8 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
     if message is not None:
         engine.record_reply(t.prepared, t.turn, message)
     engine.after_turn(t.prepared, t.turn)
-    headers = {**reply.headers, **_headers(t, upstream_s)}
-    _observe_timing(t, upstream_s)
+    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
+    observe_timing(t, upstream_s)
     return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
 
 
@@ -233,7 +237,7 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
         raise
     record.upstream_status = stream.status
     response = web.StreamResponse(status=200, headers={
-        **stream.headers, **SSE_HEADERS, **_headers(t, time.perf_counter() - began)})
+        **stream.headers, **SSE_HEADERS, **ctxproxy_headers(t, time.perf_counter() - began)})
     try:
         await response.prepare(t.request)
         t.request[PREPARED_RESPONSE] = response  # from here on, errors must not start a new response
@@ -255,7 +259,7 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
         t.request.app[appkeys.LOGGER].error(
             "reply_store_failed", conversation_id=t.prepared.conversation_id,
             error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
-    _observe_timing(t, upstream_s, header_overhead=True)
+    observe_timing(t, upstream_s, header_overhead=True)
     await response.write_eof()
     return response
 
@@ -275,7 +279,7 @@ def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
     engine.after_turn(t.prepared, t.turn)
 
 
-def _observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -> None:
+def observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -> None:
     metrics = t.request.app[appkeys.METRICS]
     record = t.request[appkeys.RECORD]
     metrics.observe_upstream_latency(upstream_s)

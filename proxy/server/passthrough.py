@@ -27,12 +27,17 @@ async def forward(request: web.Request) -> web.StreamResponse:
     """Forward `/v1/{tail}` to the routed entry's upstream and stream its answer back."""
     await refuse_wrong_method(request)
     body, model = await _body_and_model(request)
-    record = request[appkeys.RECORD]
-    record.model = model
+    return await forward_routed(request, request.match_info["tail"], body, model)
+
+
+async def forward_routed(request: web.Request, tail: str, body: Body,
+                         model: str | None) -> web.StreamResponse:
+    """Forward to the entry `model` names (the default entry without one), the alias renamed."""
+    request[appkeys.RECORD].model = model
     params = _params_for(request.app[appkeys.SETTINGS], model, request.path)
     if model is not None and isinstance(body, bytes) and params.upstream_model != model:
         body = _renamed(body, params.upstream_model)
-    return await forward_to(request, params, request.match_info["tail"], body,
+    return await forward_to(request, params, tail, body,
                             body_rewritten=model is not None and isinstance(body, bytes))
 
 

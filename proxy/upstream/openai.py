@@ -81,10 +81,11 @@ class UpstreamRouter:
 
 
 class OpenAIUpstream:
-    """POST {api_base}/chat/completions with the shared session."""
+    """POST {api_base}/{path} with the shared session (`chat/completions`, or `responses`)."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(self, session: aiohttp.ClientSession, path: str = "chat/completions") -> None:
         self._session = session
+        self._path = path
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
@@ -109,7 +110,7 @@ class OpenAIUpstream:
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
                     api_key: str | None) -> aiohttp.ClientResponse:
-        url = f"{(params.api_base or OPENAI_API_BASE).rstrip('/')}/chat/completions"
+        url = f"{(params.api_base or OPENAI_API_BASE).rstrip('/')}/{self._path}"
         with provider_call():
             return await self._session.post(url, data=compact_json(body),
                                             headers=request_headers(params, api_key),

@@ -18,6 +18,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tests.fakes import responses_api
+
 JSON = dict[str, Any]
 
 
@@ -36,6 +38,7 @@ class Reply:
     gate: asyncio.Event | None = None  # stream: wait for it before sending the 2nd event
     finish_reason: str | None = None
     usage: JSON | None = None
+    reasoning: bool = False  # Responses API: a reasoning item (encrypted content) first
 
 
 @dataclass
@@ -81,6 +84,7 @@ class FakeUpstream:
         for prefix in ("/v1", ""):
             self.app.router.add_post(f"{prefix}/chat/completions", self._completions)
         self.app.router.add_get("/v1/models", self._models)
+        self.app.router.add_post("/v1/responses", self._responses)
         self.models: list[str] = []  # what GET /v1/models lists
         self.app.router.add_route("*", "/v1/{tail:.*}", self._other_api)
 
@@ -116,6 +120,27 @@ class FakeUpstream:
         self.requests.append(RecordedRequest(request.path, dict(request.headers), {}, "GET"))
         return web.json_response({"object": "list", "data": [
             {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]})
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        """The Responses API: JSON, or its typed SSE events when the request streams."""
+        body = await request.json()
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        script = self._next_script(body)
+        if isinstance(script, ErrorReply):
+            return _error_response(script)
+        items = responses_api.output_items(script.text, script.tool_calls, script.reasoning)
+        if not body.get("stream"):
+            return web.json_response(responses_api.response_json(body, items))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i, event in enumerate(responses_api.sse_events(body, items, script.chunk_size)):
+            if script.cut_after is not None and i >= script.cut_after:
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            await response.write(event)
+        await response.write_eof()
+        return response
 
     async def _other_api(self, request: web.Request) -> web.StreamResponse:
         """Embeddings, completions, moderations, models/{id} and an echo for anything else."""
