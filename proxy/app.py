@@ -23,7 +23,7 @@ from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
 from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
-from proxy.server import chat, meta, passthrough, responses
+from proxy.server import chat, messages, meta, passthrough, responses
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
@@ -67,6 +67,8 @@ def _add_routes(app: web.Application) -> None:
     for prefix in ("/v1", ""):
         app.router.add_post(f"{prefix}/chat/completions", chat.chat_completions)
         app.router.add_post(f"{prefix}/responses", responses.responses)
+    app.router.add_post("/v1/messages", messages.messages)
+    app.router.add_post("/v1/messages/count_tokens", messages.count_tokens)
     app.router.add_get("/v1/models", meta.list_models)
     app.router.add_get("/models", meta.list_models)
     app.router.add_get("/v1/models/{model_id:.+}", meta.retrieve_model)

@@ -171,12 +171,13 @@ def _max_reply_tokens(body: dict[str, Any]) -> int | None:
 
 
 def bearer_key(request: web.Request) -> str | None:
-    """The client's API key from `Authorization: Bearer ...` (None when absent)."""
+    """The client's API key from `Authorization: Bearer ...`, else `x-api-key` (the anthropic
+    SDK's header); None when absent."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    return None
+    return request.headers.get("x-api-key", "").strip() or None
 
 
 def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLLMParams) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from config.errors import (
 from proxy import appkeys
 from proxy.error_mapping import internal_error, to_ctxproxy_error
 from proxy.observability.logging import RequestRecord
+from proxy.wire.anthropic_errors import anthropic_error_body, is_anthropic_route
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -36,9 +37,12 @@ SERVED_PATHS = ("/v1/chat/completions, /v1/responses, /v1/messages, /v1/messages
 PREPARED_RESPONSE = web.RequestKey("prepared_response", web.StreamResponse)
 
 
-def error_response(error: CtxProxyError) -> web.Response:
-    """The HTTP response for a CtxProxyError (upstream errors keep their own status and body)."""
-    return web.json_response(error.to_body(), status=http_status(error), headers=error.headers)
+def error_response(error: CtxProxyError, *, anthropic: bool = False) -> web.Response:
+    """The HTTP response for a CtxProxyError (upstream errors keep their own status and body),
+    in Anthropic's shape on the Anthropic routes."""
+    status = http_status(error)
+    body = anthropic_error_body(error, status) if anthropic else error.to_body()
+    return web.json_response(body, status=status, headers=error.headers)
 
 
 def _from_http_exception(request: web.Request, exc: web.HTTPException) -> CtxProxyError:
@@ -85,7 +89,7 @@ def _failed(request: web.Request, error: CtxProxyError) -> web.StreamResponse:
         request.app[appkeys.LOGGER].error("error_after_response_started", path=request.path,
                                           error_code=error.code)
         return started
-    return error_response(error)
+    return error_response(error, anthropic=is_anthropic_route(request.path))
 
 
 @web.middleware

@@ -23,7 +23,8 @@ from proxy.upstream.sse import DONE, SSEParser, event_data
 from proxy.upstream.wire import compact_json
 
 # Response headers worth relaying to the client (rate-limit hints, request ids).
-RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after")
+RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after", "request-id",
+                           "anthropic-ratelimit-")
 # ...except the account behind the key: the operator's organisation/project when the key is theirs.
 WITHHELD_HEADERS = frozenset({"openai-organization", "openai-project"})
 MISSING_API_KEY = ("You didn't provide an API key. You need to provide your API key in an "
@@ -106,7 +107,7 @@ class OpenAIUpstream:
         resp = await self._post(params, body, api_key)
         if resp.status >= 400:
             raise upstream_http_error(resp.status, await _read_all(resp), params, resp.headers)
-        return _AiohttpStream(resp)
+        return AiohttpStream(resp)
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
                     api_key: str | None) -> aiohttp.ClientResponse:
@@ -144,7 +145,7 @@ def request_headers(params: LiteLLMParams, api_key: str | None) -> dict[str, str
     return headers
 
 
-class _AiohttpStream:
+class AiohttpStream:
     """Events of one streaming reply; `aclose` returns a finished stream's connection to the pool
     and drops an unfinished one (so the provider stops generating)."""
 

@@ -21,7 +21,7 @@ from proxy.upstream.openai import WITHHELD_HEADERS
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                         "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-encoding"})
 # Client headers that are ctxproxy's own or its session's, never the provider's business.
-CLIENT_ONLY = frozenset({"authorization", "cookie", "x-conversation-id", "accept-encoding"})
+CLIENT_ONLY = frozenset({"authorization", "x-api-key", "cookie", "x-conversation-id", "accept-encoding"})
 # Provider headers that must not cross to the client (cookies belong to the proxy's session).
 UPSTREAM_ONLY = frozenset({"set-cookie", "content-length"})
 
