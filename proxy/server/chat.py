@@ -218,6 +218,7 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
     record.upstream_status = reply.status
     usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
     record.tokens_out = usage.get("completion_tokens") if usage else None
+    record.cache_read_tokens = cached_prompt_tokens(usage)
     message = first_message(reply.data)
     engine = t.request.app[appkeys.ENGINE]
     if message is not None:
@@ -269,6 +270,7 @@ def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
     record = t.request[appkeys.RECORD]
     engine = t.request.app[appkeys.ENGINE]
     record.tokens_out = outcome.assembler.completion_tokens
+    record.cache_read_tokens = cached_prompt_tokens(outcome.assembler.usage)
     if outcome.complete and outcome.storable:
         engine.record_reply(t.prepared, t.turn, outcome.assembler.message())
     else:
@@ -278,6 +280,13 @@ def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
             "stream_broken", conversation_id=t.prepared.conversation_id, error=str(outcome.error),
             stored_reply=False)
     engine.after_turn(t.prepared, t.turn)
+
+
+def cached_prompt_tokens(usage: Mapping[str, Any] | None) -> int | None:
+    """`usage.prompt_tokens_details.cached_tokens` of a chat completion, when the provider reports it."""
+    details = (usage or {}).get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) else None
 
 
 def observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -> None:

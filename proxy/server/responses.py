@@ -77,7 +77,12 @@ def _store_reply(t: Turn, response: dict[str, Any]) -> None:
     if items and response.get("status", "completed") == "completed":
         engine.record_reply(t.prepared, t.turn, wire.assistant_message(items))
     usage = response.get("usage")
-    t.request[appkeys.RECORD].tokens_out = usage.get("output_tokens") if isinstance(usage, dict) else None
+    if isinstance(usage, dict):
+        record = t.request[appkeys.RECORD]
+        record.tokens_out = usage.get("output_tokens")
+        details = usage.get("input_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        record.cache_read_tokens = cached if isinstance(cached, int) else None
     engine.after_turn(t.prepared, t.turn)
 
 
