@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from compaction.messages import OPAQUE_TEXT_FIELD
 from config.errors import InvalidRequestError
 
 BLOCKS_KEY = "ctxproxy_blocks"  # the original content (string or blocks) of a canonical message
@@ -87,6 +88,9 @@ def assistant_turn(content: Any) -> list[Message]:
     message: Message = {"role": "assistant", "content": text_of(blocks) or None}
     if calls:
         message["tool_calls"] = calls
+    opaque = [b for b in blocks if b.get("type") not in ("text", "tool_use")]
+    if opaque:  # thinking (with signatures) and other blocks: sent, so counted in the budget
+        message[OPAQUE_TEXT_FIELD] = json.dumps(opaque, ensure_ascii=False, separators=(",", ":"))
     message[BLOCKS_KEY] = content
     return [message]
 

@@ -11,11 +11,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from compaction.messages import OPAQUE_TEXT_FIELD
 from proxy.wire.anthropic import BLOCKS_KEY, SYSTEM_KEY
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                 "function_call": "tool_use", "content_filter": "refusal"}
-PRIVATE_KEYS = (BLOCKS_KEY, SYSTEM_KEY)
+PRIVATE_KEYS = (BLOCKS_KEY, SYSTEM_KEY, OPAQUE_TEXT_FIELD)
 
 
 def plain(message: Mapping[str, Any]) -> dict[str, Any]:

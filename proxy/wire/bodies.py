@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from compaction.messages import OPAQUE_TEXT_FIELD
 from proxy.wire import anthropic, responses
 from proxy.wire.anthropic_translate import chat_tools
 
 Api = Literal["chat", "responses", "messages"]
-PRIVATE_KEYS = (responses.ITEMS_KEY, responses.INSTRUCTIONS_KEY, anthropic.BLOCKS_KEY, anthropic.SYSTEM_KEY)
+PRIVATE_KEYS = (responses.ITEMS_KEY, responses.INSTRUCTIONS_KEY, anthropic.BLOCKS_KEY, anthropic.SYSTEM_KEY,
+                OPAQUE_TEXT_FIELD)
 ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from compaction.messages import OPAQUE_TEXT_FIELD
 from config.errors import InvalidRequestError
 
 ITEMS_KEY = "ctxproxy_items"  # the original items of a canonical message (never sent as such)
@@ -72,6 +73,9 @@ def assistant_message(run: Sequence[Item]) -> Message:
     message: Message = {"role": "assistant", "content": "\n".join(t for t in texts if t) or None}
     if calls:
         message["tool_calls"] = calls
+    opaque = [i for i in run if i.get("type", "message") != "message" and not _is_call(i)]
+    if opaque:  # reasoning and other items: sent to the provider, so counted in the budget
+        message[OPAQUE_TEXT_FIELD] = json.dumps(opaque, ensure_ascii=False, separators=(",", ":"))
     message[ITEMS_KEY] = list(run)
     return message
 

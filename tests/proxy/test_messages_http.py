@@ -312,3 +312,16 @@ async def test_other_entries_are_translated(
     sent = fake_upstream.last_body
     assert sent["messages"] == [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"}]
     assert sent["stop"] == ["END"] and sent["tools"][0]["function"]["name"] == "read_file"
+
+
+def test_thinking_blocks_are_counted_in_the_budget() -> None:
+    from compaction.tokens import TokenCounter
+    from proxy.wire.anthropic import assistant_turn
+
+    counter = TokenCounter.for_model("gpt-4o-mini")
+    thinking = {"type": "thinking", "thinking": "step by step " * 200, "signature": "sig"}
+    text = {"type": "text", "text": "done"}
+    assert (
+        counter.count_message(assistant_turn([thinking, text])[0])
+        > counter.count_message(assistant_turn([text])[0]) + 300
+    )

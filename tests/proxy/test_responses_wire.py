@@ -71,3 +71,13 @@ def test_bad_input_is_a_400_naming_the_item() -> None:
     assert caught.value.param == "input[1]"
     with pytest.raises(InvalidRequestError):
         input_items({"input": {"role": "user"}})
+
+
+def test_opaque_items_are_counted_in_the_budget() -> None:
+    from compaction.tokens import TokenCounter
+
+    counter = TokenCounter.for_model("gpt-4o-mini")
+    big = {**REASONING, "encrypted_content": "gAAAA" + "Zm9vYmFy" * 400}
+    with_reasoning = to_messages([big, ITEMS[7]])[0]
+    without = to_messages([ITEMS[7]])[0]
+    assert counter.count_message(with_reasoning) > counter.count_message(without) + 300
