@@ -72,6 +72,7 @@ def _add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/models", meta.list_models)
     app.router.add_get("/models", meta.list_models)
     app.router.add_get("/v1/models/{model_id:.+}", meta.retrieve_model)
+    app.router.add_delete("/v1/models/{model_id:.+}", meta.delete_model)  # fine-tuned models
     app.router.add_get("/healthz", meta.healthz)
     app.router.add_get("/readyz", meta.readyz)
     app.router.add_get("/metrics", meta.metrics)

@@ -12,7 +12,7 @@ from config.errors import ModelNotFoundError, StoreError
 from config.settings import OPENAI_API_BASE, ModelEntry, Settings
 from proxy import appkeys
 from proxy.server.chat import bearer_key
-from proxy.server.passthrough import forward_to
+from proxy.server.passthrough import forward_routed, forward_to
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UPSTREAM_MODELS_TIMEOUT_S = 10.0  # a wildcard's upstream list is a courtesy: never hang /v1/models
@@ -75,6 +75,12 @@ async def retrieve_model(request: web.Request) -> web.StreamResponse:
     params = entry.resolved_params(model_id)
     return await forward_to(request, params, f"models/{params.upstream_model}", None,
                             body_rewritten=False)
+
+
+async def delete_model(request: web.Request) -> web.StreamResponse:
+    """DELETE /v1/models/{id} (a fine-tuned model): forwarded to the entry serving that name."""
+    model_id = request.match_info["model_id"]
+    return await forward_routed(request, f"models/{model_id}", None, model_id)
 
 
 async def healthz(_request: web.Request) -> web.Response:

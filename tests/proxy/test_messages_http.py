@@ -325,3 +325,25 @@ def test_thinking_blocks_are_counted_in_the_budget() -> None:
         counter.count_message(assistant_turn([thinking, text])[0])
         > counter.count_message(assistant_turn([text])[0]) + 300
     )
+
+
+async def test_the_synchronous_client_works_too(server: TestServer, fake_anthropic: FakeAnthropic) -> None:
+    import asyncio
+
+    fake_anthropic.queue(MessageReply(text="sync create"), MessageReply(text="sync stream"))
+    client = anthropic.Anthropic(base_url=str(server.make_url("")).rstrip("/"), api_key=TEST_API_KEY,
+                                 max_retries=0)
+
+    def talk() -> tuple[str, str]:
+        created = client.messages.create(model="claude-test", max_tokens=16,
+                                         messages=[{"role": "user", "content": "a"}])
+        with client.messages.stream(model="claude-test", max_tokens=16,
+                                    messages=[{"role": "user", "content": "b"}]) as stream:
+            streamed = "".join(stream.text_stream)
+        first = created.content[0]
+        return (first.text if first.type == "text" else ""), streamed
+
+    try:
+        assert await asyncio.to_thread(talk) == ("sync create", "sync stream")
+    finally:
+        client.close()

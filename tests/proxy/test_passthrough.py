@@ -142,3 +142,10 @@ async def test_a_request_line_is_logged_for_forwarded_paths(make_proxy: ProxyFac
     (line,) = [json.loads(x) for x in logs.getvalue().splitlines() if '"event": "request"' in x]
     assert (line["path"], line["model"], line["upstream_status"]) == ("/v1/embeddings", "fake-e", 200)
     assert TEST_API_KEY not in logs.getvalue()
+
+
+async def test_deleting_a_fine_tuned_model_is_forwarded(openai_client: AsyncOpenAI,
+                                                        fake_upstream: FakeUpstream) -> None:
+    await openai_client.models.delete("fake-ft-123")
+    sent = fake_upstream.requests[-1]
+    assert (sent.method, sent.path) == ("DELETE", "/v1/models/fake-ft-123")
