@@ -14,8 +14,11 @@ from typing import Any
 
 from aiohttp import web
 
+from compaction import recall
 from config.errors import CtxProxyError, UpstreamHTTPError
 from proxy import appkeys
+from proxy.recall import transport
+from proxy.recall.responses import ResponsesAsChat, client_response
 from proxy.server.chat import (
     SSE_HEADERS,
     Turn,
@@ -27,7 +30,8 @@ from proxy.server.chat import (
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.server.passthrough import forward_routed
 from proxy.upstream import responses_sse
-from proxy.upstream.openai import OpenAIUpstream
+from proxy.upstream.openai import OpenAIUpstream, UpstreamReply
+from proxy.upstream.wire import compact_json
 from proxy.wire import responses as wire
 
 
@@ -39,11 +43,14 @@ async def responses(request: web.Request) -> web.StreamResponse:
         name = model if isinstance(model, str) and model else None
         return await forward_routed(request, "responses", await request.read(), name)
     messages = wire.to_messages(wire.input_items(body), body.get("instructions"))
-    chat_body: dict[str, Any] = {"model": model, "messages": messages, "tools": body.get("tools") or [],
-                                 "stream": body.get("stream") is True}
+    tools = body.get("tools") or []
+    chat_body: dict[str, Any] = {"model": model, "messages": messages, "stream": body.get("stream") is True,
+                                 "tools": [wire.chat_tool(t) if isinstance(t, dict) else t for t in tools]
+                                 if isinstance(tools, list) else tools}
     if isinstance(body.get("max_output_tokens"), int):
         chat_body["max_tokens"] = body["max_output_tokens"]
-    t = await prepare_turn(request, chat_body, started, recall_tools=False)
+    # The recall tool loop runs on non-streaming requests only (their hints follow the same decision).
+    t = await prepare_turn(request, chat_body, started, recall_tools=body.get("stream") is not True)
     t.body = forward_body(body, t)
     upstream = OpenAIUpstream(request.app[appkeys.SESSION], "responses")
     if body.get("stream") is True:
@@ -90,7 +97,7 @@ async def _complete(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
     record = t.request[appkeys.RECORD]
     began = time.perf_counter()
     try:
-        reply = await upstream.complete(t.params, t.body, t.api_key)
+        reply = await _call(t, upstream)
     except UpstreamHTTPError as exc:
         record.upstream_status = exc.upstream_status
         raise
@@ -100,6 +107,22 @@ async def _complete(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
     headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
     observe_timing(t, upstream_s)
     return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+
+
+async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
+    """One upstream call, or the recall tool loop when this request offers the recall tools."""
+    app = t.request.app
+    settings = app[appkeys.SETTINGS].recall
+    if not recall.should_offer(t.prepared, settings):
+        return await upstream.complete(t.params, t.body, t.api_key)
+    adapter = ResponsesAsChat(upstream, t.body)
+    metrics = app[appkeys.METRICS]
+    looped = transport.for_turn(adapter, settings, app[appkeys.STORE].for_tenant(t.turn.tenant_id),
+                                t.prepared, t.turn.model, lambda op: metrics.recall_call(op, "tool_loop"))
+    chat = {"model": t.body["model"], "messages": list(t.prepared.messages), "tools": list(t.prepared.tools)}
+    reply = await looped.complete(t.params, chat, t.api_key)
+    final = client_response(adapter.last, reply.data.get("usage"), settings)
+    return UpstreamReply(200, compact_json(final), final, reply.headers)
 
 
 async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:

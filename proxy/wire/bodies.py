@@ -40,13 +40,6 @@ def api_of(body: Mapping[str, Any]) -> Api:
     return "chat"
 
 
-def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """A Responses function tool (flat) in chat's shape; other tools as they are."""
-    if "function" in tool or tool.get("type") != "function":
-        return tool
-    return {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
-
-
 def plain(message: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k not in PRIVATE_KEYS}
 
@@ -57,7 +50,7 @@ def canonical(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     if api == "responses":
         items = responses.to_messages(responses.input_items(body), body.get("instructions"))
-        return [plain(m) for m in items], [_chat_tool(t) for t in tools]
+        return [plain(m) for m in items], [responses.chat_tool(t) for t in tools]
     if api == "messages":
         return [plain(m) for m in anthropic.to_messages(body)], chat_tools(tools)
     return [dict(m) for m in body.get("messages") or []], tools

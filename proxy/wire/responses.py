@@ -141,13 +141,52 @@ def from_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, li
             continue
         own = message.get(ITEMS_KEY)
         if not isinstance(own, list):
-            items.append({"type": "message", "role": str(message.get("role") or "system"),
-                          "content": _text(message.get("content"))})
+            items.extend(_fresh(message))
         elif _unchanged(message, own):
             items.extend(own)
         else:
             items.extend(_edited(message, own))
     return instructions, items
+
+
+def _fresh(message: Mapping[str, Any]) -> list[Item]:
+    """Items of a message made by ctxproxy (summaries, anchors, the recall loop's calls and results)."""
+    role = str(message.get("role") or "system")
+    text = _text(message.get("content"))
+    if role == "tool":
+        return [{"type": "function_call_output", "call_id": str(message.get("tool_call_id")),
+                 "output": text}]
+    items: list[Item] = []
+    if text or role != "assistant":
+        items.append({"type": "message", "role": role, "content": text})
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        items.append({"type": "function_call", "call_id": str(call.get("id")),
+                      "name": str(function.get("name")), "arguments": str(function.get("arguments") or "")})
+    return items
+
+
+def chat_tool(tool: Item) -> Item:
+    """A Responses function tool (flat) in chat's shape; other tools as they are."""
+    if "function" in tool or tool.get("type") != "function":
+        return tool
+    return {"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+
+
+def flat_tool(tool: Item) -> Item:
+    """A chat function tool in the Responses shape (flat); other tools as they are."""
+    function = tool.get("function")
+    return {"type": "function", **function} if isinstance(function, dict) else tool
+
+
+def chat_completion(response: Mapping[str, Any]) -> dict[str, Any]:
+    """A Response as a chat completion (its output as one assistant message), for the recall loop."""
+    output = response.get("output")
+    items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
+    message = assistant_message(items)
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    return {"id": response.get("id"), "object": "chat.completion", "usage": response.get("usage"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
 
 
 def _unchanged(message: Mapping[str, Any], own: list[Item]) -> bool:
