@@ -123,6 +123,11 @@ class LiteLLMParams:
         return self.api_base is not None or self.provider in ("", "openai")
 
     @property
+    def uses_anthropic_wire(self) -> bool:
+        """True for `anthropic/...` entries: /v1/messages goes to them natively over HTTP."""
+        return self.provider == "anthropic"
+
+    @property
     def upstream_model(self) -> str:
         """The model name the provider expects (prefix stripped)."""
         return self.model.split("/", 1)[1] if "/" in self.model else self.model

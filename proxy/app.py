@@ -22,7 +22,7 @@ from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
 from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
-from proxy.server import chat, meta
+from proxy.server import chat, messages, meta, passthrough, responses
 from proxy.server.lifecycle import setup_lifecycle_routes
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.windows import WindowResolver
@@ -65,14 +65,20 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory | None = Non
 def _add_routes(app: web.Application) -> None:
     for prefix in ("/v1", ""):
         app.router.add_post(f"{prefix}/chat/completions", chat.chat_completions)
+        app.router.add_post(f"{prefix}/responses", responses.responses)
+    app.router.add_post("/v1/messages", messages.messages)
+    app.router.add_post("/v1/messages/count_tokens", messages.count_tokens)
     app.router.add_get("/v1/models", meta.list_models)
     app.router.add_get("/models", meta.list_models)
+    app.router.add_get("/v1/models/{model_id:.+}", meta.retrieve_model)
+    app.router.add_delete("/v1/models/{model_id:.+}", meta.delete_model)  # fine-tuned models
     app.router.add_get("/healthz", meta.healthz)
     app.router.add_get("/readyz", meta.readyz)
     app.router.add_get("/metrics", meta.metrics)
     setup_context_routes(app)
     setup_lifecycle_routes(app)
     setup_ui(app)
+    app.router.add_route("*", "/v1/{tail:.*}", passthrough.forward)  # last: every other /v1/ path
 
 
 def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:
