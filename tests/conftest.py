@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 if TYPE_CHECKING:  # imported for real only in fixtures: the network block must come first
     import openai
@@ -31,6 +32,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+# Property tests are deterministic: the same examples every run (no example database either).
+hypothesis_settings.register_profile("ctxproxy", derandomize=True, database=None)
+hypothesis_settings.load_profile("ctxproxy")
 
 LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", ""})
 TEST_API_KEY = "sk-test-0123456789abcdefghijklmnop"

@@ -57,9 +57,7 @@ class Turn:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
-    await request.app[WARMUP].done.wait()  # litellm and tokenizers load off the loop at start-up
     body = await read_json_object(request)
-    validate_params(body)
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
@@ -76,8 +74,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def prepare_turn(request: web.Request, body: dict[str, Any], started: float, *,
                        recall_tools: bool = True) -> Turn:
     """Resolve the model and tenant, build the ChatTurn and let the engine prepare it.
-    `recall_tools=False`: an API whose handler does not run the recall tool loop (never offered)."""
+    `recall_tools=False`: an API whose handler does not run the recall tool loop (never offered).
+    Every API's turn comes here in the chat form: its parameters are checked here, once."""
     app = request.app
+    await app[WARMUP].done.wait()  # litellm and tokenizers load off the loop at start-up
+    validate_params(body)
     record = request[appkeys.RECORD]
     model = body.get("model")
     if not isinstance(model, str) or not model:
