@@ -34,6 +34,7 @@ from store import rows
 from store import search as search_mod
 from store.anchors import upsert_anchors
 from store.db import checkpoint, open_database, transaction
+from store.ingest import Cursor
 from store.interface import PassFinisher
 from store.models import (
     Anchor,
@@ -137,7 +138,7 @@ class TenantStore:
 
     # -- the one query function ------------------------------------------------------------------
 
-    def _run(self, sql: str, params: dict[str, Any] | None = None) -> sqlite3.Cursor:
+    def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
         if ":tenant" not in sql:
             raise StoreError("internal: store query without tenant filter")

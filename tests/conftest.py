@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -176,3 +176,25 @@ async def openai_client(proxy_url: str) -> AsyncIterator[openai.AsyncOpenAI]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A throw-away PostgreSQL database for this test session (skips when no server answers)."""
+    from tests.pg import server
+
+    if not server.server_answers():
+        pytest.skip(server.SKIP_REASON)
+    url = server.create_database()
+    yield url
+    server.drop_database(url)
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> Iterator[str]:
+    """A store URL of its own (a fresh schema in the session database), dropped after the test."""
+    from tests.pg import server
+
+    url = server.create_schema(pg_database)
+    yield url
+    server.drop_schema(url)

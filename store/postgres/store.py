@@ -1,0 +1,136 @@
+"""The PostgreSQL store: the shared backend replicas use (`store.url: postgresql://...`).
+
+`PgTenantStore` runs the SQLite store's portable queries (store/store.py and the modules it calls)
+through its own `_run`, the one place that binds the tenant; only search differs
+(store/postgres/search.py). Every write transaction first takes the tenant's advisory lock, so
+writes to one conversation are serialised across processes (READ COMMITTED then sees the other
+replica's committed rows), and a killed replica's open transaction is rolled back by the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from config.errors import StoreError
+from config.settings import StoreSettings
+from store.anchors import upsert_anchors
+from store.ingest import Cursor
+from store.models import Anchor as AnchorRecord
+from store.models import AnchorDraft, SearchHit, SearchQuery
+from store.postgres import search as pg_search
+from store.postgres.db import Database
+from store.postgres.migrations import apply_migrations
+from store.search import validate
+from store.store import ANONYMOUS_TENANT, TenantStore
+
+
+class _Rollback(Exception):
+    """Raised inside a transaction to undo it on purpose (previews)."""
+
+
+class PgStore:
+    """Owns the PostgreSQL connection and the tenant secret; hands out PgTenantStores."""
+
+    def __init__(self, db: Database, tenant_secret: str, settings: StoreSettings) -> None:
+        self.db = db
+        self.settings = settings
+        self._secret = tenant_secret
+
+    @classmethod
+    def open(cls, settings: StoreSettings) -> PgStore:
+        """Connect, migrate (once across replicas), and load (or create once) the tenant secret."""
+        if not settings.url:
+            raise StoreError("internal: PgStore.open without store.url")
+        db = Database(settings.url)
+        try:
+            apply_migrations(db)
+            secret = settings.tenant_secret or _stored_secret(db)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, secret, settings)
+
+    @property
+    def tenant_secret(self) -> str:
+        return self._secret
+
+    def tenant_id_for_key(self, api_key: str | None) -> str:
+        """HMAC-SHA256(secret, key), first 32 hex (as the SQLite store); the key is never stored."""
+        if api_key is None:
+            return ANONYMOUS_TENANT
+        return hmac.new(self._secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def for_tenant(self, tenant_id: str) -> PgTenantStore:
+        return PgTenantStore(self, tenant_id)
+
+    def tenant_ids(self) -> list[str]:
+        """Tenants with at least one conversation, most recent activity first (operator views)."""
+        found = self.db.execute("SELECT tenant_id FROM conversations GROUP BY tenant_id "
+                                "ORDER BY MAX(updated_at) DESC, tenant_id")
+        return [str(row[0]) for row in found]
+
+    def checkpoint(self) -> None:
+        """Nothing to do: the server checkpoints its own WAL."""
+
+    def size_bytes(self) -> int:
+        """Tables and indexes of the store's schema, as PostgreSQL counts them."""
+        row = self.db.execute("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                              "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                              "WHERE n.nspname = current_schema() AND c.relkind = 'r'").fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _stored_secret(db: Database) -> str:
+    """The secret kept in `meta`, generated on first use (race-safe: first writer wins)."""
+    with db.transaction():
+        db.execute("INSERT INTO meta (key, value) VALUES ('tenant_secret', :v) ON CONFLICT (key) DO NOTHING",
+                   {"v": secrets.token_hex(32)})
+        row = db.execute("SELECT value FROM meta WHERE key = 'tenant_secret'").fetchone()
+    if row is None:
+        raise StoreError("tenant secret missing from the store's meta table")
+    return str(row[0])
+
+
+class PgTenantStore(TenantStore):
+    """One tenant's data on PostgreSQL: TenantStore's queries, run through this `_run`."""
+
+    def __init__(self, store: PgStore, tenant_id: str) -> None:  # no Store to hand to TenantStore
+        self._pg = store
+        self.tenant_id = tenant_id
+
+    def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+        """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
+        if ":tenant" not in sql:
+            raise StoreError("internal: store query without tenant filter")
+        return self._pg.db.execute(sql, {**(params or {}), "tenant": self.tenant_id})
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        with self._pg.db.transaction(f"ctxproxy:tenant:{self.tenant_id}"):
+            yield
+
+    def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[AnchorRecord]:
+        """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
+        try:
+            with self._tx():
+                self.conversation(conversation_id)
+                upsert_anchors(self._run, conversation_id, drafts)
+                active = self.anchors(conversation_id)
+                raise _Rollback
+        except _Rollback:
+            return active
+
+    def search(self, q: SearchQuery) -> list[SearchHit]:
+        """Full-text search (store/postgres/search.py); a named conversation must be this tenant's."""
+        validate(q)
+        if q.conversation_id and not q.all_conversations:
+            self.conversation(q.conversation_id)
+        return pg_search.search(self._run, q)
