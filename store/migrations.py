@@ -217,6 +217,15 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "fts5 indexes (unicode61 + trigram) kept in sync by triggers", _SEARCH),
+    Migration(3, "leases on background compaction steps (one process per step)", """
+CREATE TABLE step_leases (
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (tenant_id, conversation_id)
+);
+"""),
 )
 
 

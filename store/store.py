@@ -53,7 +53,8 @@ from store.models import (
 )
 
 ANONYMOUS_TENANT = "anonymous"
-_CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds")
+_CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds",
+                        "step_leases")
 
 
 class _Rollback(Exception):
@@ -227,10 +228,15 @@ class TenantStore:
     # -- summaries and views ---------------------------------------------------------------------
 
     def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
-        """Commit a summary: id, generation (previous count + 1), source links, FTS rows."""
+        """Commit a summary: id, generation (previous count + 1), source links, FTS rows. A summary
+        of the same sources, kind, depth and level is stored once: a second writer (a background step
+        racing the request path, or another replica) gets the one already there."""
         with self._tx():
             self.conversation(draft.conversation_id)
             self._check_sources(draft)
+            existing = self._same_summary(draft)
+            if existing is not None:
+                return existing
             cid = draft.conversation_id
             generation = 1 + self._run("SELECT COUNT(*) FROM summaries WHERE tenant_id = :tenant "
                                        "AND conversation_id = :cid", {"cid": cid}).fetchone()[0]
@@ -250,6 +256,21 @@ class TenantStore:
                           "VALUES (:tenant, :sid, :kind, :src, :ord)",
                           {"sid": values["id"], "kind": kind, "src": source_id, "ord": ord_})
             return self.summary(str(values["id"]))
+
+    def _same_summary(self, draft: SummaryDraft) -> SummaryRecord | None:
+        """The stored summary `draft` would duplicate (same conversation, tier, level, sources)."""
+        found = self._run("SELECT id FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "AND kind = :kind AND depth = :depth AND level = :level AND first_seq = :first "
+                          "AND last_seq = :last ORDER BY num",
+                          {"cid": draft.conversation_id, "kind": draft.kind, "depth": draft.depth,
+                           "level": draft.level, "first": draft.first_seq, "last": draft.last_seq}).fetchall()
+        if not found:
+            return None
+        wanted = [("message", str(i)) for i in draft.source_message_ids] + [
+            ("summary", s) for s in draft.source_summary_ids]
+        sources = self._sources([str(r[0]) for r in found])
+        same = next((str(r[0]) for r in found if sources.get(str(r[0]), []) == wanted), None)
+        return self.summary(same) if same is not None else None
 
     def _check_sources(self, draft: SummaryDraft) -> None:
         """Sources must be this conversation's messages and summaries."""
@@ -429,6 +450,30 @@ class TenantStore:
                           "ORDER BY id", {"cid": conversation_id})
         return [{"calls": json.loads(r["calls_json"]), "results": json.loads(r["results_json"]),
                  "created_at": r["created_at"]} for r in found]
+
+    # -- leases on background compaction steps ------------------------------------------------------
+
+    def claim_step(self, conversation_id: str, holder: str, lease_s: float) -> bool:
+        """Claim the conversation's background compaction step for `lease_s` seconds: True when
+        `holder` now holds it (it was free, expired, or already `holder`'s). Processes sharing the
+        store run each step once; a holder killed mid-step loses the claim when it expires."""
+        now = time.time()
+        with self._tx():
+            self.conversation(conversation_id)
+            self._run("INSERT INTO step_leases (tenant_id, conversation_id, holder, expires_at) "
+                      "VALUES (:tenant, :cid, :holder, :expires) ON CONFLICT (tenant_id, conversation_id) "
+                      "DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+                      "WHERE step_leases.expires_at < :now OR step_leases.holder = excluded.holder",
+                      {"cid": conversation_id, "holder": holder, "expires": now + lease_s, "now": now})
+            row = self._one("SELECT holder FROM step_leases WHERE tenant_id = :tenant AND "
+                            "conversation_id = :cid", {"cid": conversation_id}, "step lease")
+            return bool(row[0] == holder)
+
+    def release_step(self, conversation_id: str, holder: str) -> None:
+        """Give the claim back (a no-op when `holder` no longer holds it)."""
+        with self._tx():
+            self._run("DELETE FROM step_leases WHERE tenant_id = :tenant AND conversation_id = :cid "
+                      "AND holder = :holder", {"cid": conversation_id, "holder": holder})
 
     # -- recall ----------------------------------------------------------------------------------
 
