@@ -153,7 +153,9 @@ class TenantStore:
                 raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
 
     @contextmanager
-    def _tx(self) -> Iterator[None]:
+    def _tx(self, conversation_id: str | None = None) -> Iterator[None]:
+        """One write transaction; `conversation_id` names what it writes (SQLite serialises every
+        write anyway; the PostgreSQL store locks that conversation)."""
         with self._store.lock, transaction(self._store.conn):
             yield
 
@@ -177,7 +179,7 @@ class TenantStore:
         """Store the provider's reply (source='reply') to the request whose last message is
         `parent_seq` (its chain hash `parent_chain`, checked when given): appended at the tip, not
         written again when already stored, else a new branch (store/reply.py)."""
-        with self._tx():
+        with self._tx(conversation_id):
             conv = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
                              {"cid": conversation_id}, f"conversation {conversation_id!r}")
             return reply_mod.append_reply(self._run, conv, message, token_count,
@@ -211,7 +213,7 @@ class TenantStore:
 
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation and all it owns (index rows go with them through the triggers)."""
-        with self._tx():
+        with self._tx(conversation_id):
             self.conversation(conversation_id)
             params = {"cid": conversation_id}
             self._run("DELETE FROM summary_sources WHERE tenant_id = :tenant AND summary_id IN "
@@ -231,7 +233,7 @@ class TenantStore:
         """Commit a summary: id, generation (previous count + 1), source links, FTS rows. A summary
         of the same sources, kind, depth and level is stored once: a second writer (a background step
         racing the request path, or another replica) gets the one already there."""
-        with self._tx():
+        with self._tx(draft.conversation_id):
             self.conversation(draft.conversation_id)
             self._check_sources(draft)
             existing = self._same_summary(draft)
@@ -331,7 +333,7 @@ class TenantStore:
 
     def save_view(self, view: ContextView) -> ContextView:
         """Persist a new version (previous + 1, whatever `view.version` says)."""
-        with self._tx():
+        with self._tx(view.conversation_id):
             self.conversation(view.conversation_id)
             previous = self._run("SELECT MAX(version) FROM views WHERE tenant_id = :tenant AND "
                                  "conversation_id = :cid", {"cid": view.conversation_id}).fetchone()[0]
@@ -350,7 +352,7 @@ class TenantStore:
         """One compaction pass, all or nothing: the anchors of its sources, the summary, then the
         view (when `finish` gives one) and event it builds from them (it may read the store, never
         write it)."""
-        with self._tx():
+        with self._tx(draft.conversation_id):
             added, superseded = (self.upsert_anchors(draft.conversation_id, anchor_drafts)
                                  if anchor_drafts else ([], []))
             record = self.add_summary(draft)
@@ -370,7 +372,7 @@ class TenantStore:
     def upsert_anchors(self, conversation_id: str,
                        drafts: Sequence[AnchorDraft]) -> tuple[list[Anchor], list[Anchor]]:
         """(added, superseded): see store/anchors.py for the correction rules."""
-        with self._tx():
+        with self._tx(conversation_id):
             self.conversation(conversation_id)
             return upsert_anchors(self._run, conversation_id, drafts)
 
@@ -378,7 +380,7 @@ class TenantStore:
         """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
         with self._store.lock:
             try:
-                with self._tx():
+                with self._tx(conversation_id):
                     self.conversation(conversation_id)
                     upsert_anchors(self._run, conversation_id, drafts)
                     active = self.anchors(conversation_id)
@@ -387,7 +389,7 @@ class TenantStore:
                 return active
 
     def record_event(self, event: CompactionEvent) -> CompactionEvent:
-        with self._tx():
+        with self._tx(event.conversation_id):
             self.conversation(event.conversation_id)
             values = rows.event_values(event)
             now = time.time()
@@ -405,7 +407,7 @@ class TenantStore:
 
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
         """Store it; True when the previous forwarded prefix is a prefix of this one (None if first)."""
-        with self._tx():
+        with self._tx(rec.conversation_id):
             # One statement checks the conversation and fetches the previous forwarded prefix.
             last = self._one("SELECT f.prefix_hashes_json FROM conversations c LEFT JOIN forwarded f ON "
                              "f.id = (SELECT id FROM forwarded WHERE tenant_id = c.tenant_id AND "
@@ -436,7 +438,7 @@ class TenantStore:
     def record_tool_round(self, conversation_id: str, calls: list[dict[str, Any]],
                           results: list[dict[str, Any]]) -> None:
         """Audit trail of the proxy's own recall tool calls (never messages, never compacted)."""
-        with self._tx():
+        with self._tx(conversation_id):
             self.conversation(conversation_id)
             self._run("INSERT INTO tool_rounds (tenant_id, conversation_id, calls_json, results_json, "
                       "created_at) VALUES (:tenant, :cid, :calls, :results, :now)",
@@ -458,7 +460,7 @@ class TenantStore:
         `holder` now holds it (it was free, expired, or already `holder`'s). Processes sharing the
         store run each step once; a holder killed mid-step loses the claim when it expires."""
         now = time.time()
-        with self._tx():
+        with self._tx(conversation_id):
             self.conversation(conversation_id)
             self._run("INSERT INTO step_leases (tenant_id, conversation_id, holder, expires_at) "
                       "VALUES (:tenant, :cid, :holder, :expires) ON CONFLICT (tenant_id, conversation_id) "
@@ -471,7 +473,7 @@ class TenantStore:
 
     def release_step(self, conversation_id: str, holder: str) -> None:
         """Give the claim back (a no-op when `holder` no longer holds it)."""
-        with self._tx():
+        with self._tx(conversation_id):
             self._run("DELETE FROM step_leases WHERE tenant_id = :tenant AND conversation_id = :cid "
                       "AND holder = :holder", {"cid": conversation_id, "holder": holder})
 

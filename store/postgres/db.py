@@ -101,16 +101,16 @@ class Database:
         return Result(found, int(found[-1][0]) if returns_id and found else None)
 
     @contextmanager
-    def transaction(self, lock_key: str | None = None) -> Iterator[None]:
-        """All-or-nothing; nests through savepoints. The outermost one first waits for `lock_key`'s
-        advisory lock, held until it ends, so writers of one key serialise across processes."""
+    def transaction(self, *lock_keys: str) -> Iterator[None]:
+        """All-or-nothing; nests through savepoints. The outermost one first waits for each key's
+        advisory lock in the order given (held until it ends), so writers of one key serialise
+        across processes."""
         with self.lock:
             outer = self.conn.info.transaction_status == TransactionStatus.IDLE
             try:
                 with self.conn.transaction():
-                    if outer and lock_key is not None:
-                        self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                                          (lock_key,))
+                    for key in lock_keys if outer else ():
+                        self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
                     yield
             except psycopg.Error as exc:
                 raise StoreError(f"store transaction failed ({_kind(exc)}): "

@@ -2,9 +2,10 @@
 
 `PgTenantStore` runs the SQLite store's portable queries (store/store.py and the modules it calls)
 through its own `_run`, the one place that binds the tenant; only search differs
-(store/postgres/search.py). Every write transaction first takes the tenant's advisory lock, so
-writes to one conversation are serialised across processes (READ COMMITTED then sees the other
-replica's committed rows), and a killed replica's open transaction is rolled back by the server.
+(store/postgres/search.py). Every write transaction first takes its conversation's advisory lock
+(`_conversation_key`), so writes to one conversation are serialised across processes (READ COMMITTED
+then sees the other replica's committed rows) while other conversations proceed; a killed replica's
+open transaction is rolled back by the server.
 """
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from config.errors import StoreError
 from config.settings import StoreSettings
+from store import ingest as ingest_mod
 from store.anchors import upsert_anchors
+from store.identity import canonical_bodies, chain_from_bodies
 from store.ingest import Cursor
 from store.models import Anchor as AnchorRecord
-from store.models import AnchorDraft, SearchHit, SearchQuery
+from store.models import AnchorDraft, IngestResult, SearchHit, SearchQuery
 from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import apply_migrations
@@ -113,14 +116,40 @@ class PgTenantStore(TenantStore):
         return self._pg.db.execute(sql, {**(params or {}), "tenant": self.tenant_id})
 
     @contextmanager
-    def _tx(self) -> Iterator[None]:
-        with self._pg.db.transaction(f"ctxproxy:tenant:{self.tenant_id}"):
+    def _tx(self, conversation_id: str | None = None) -> Iterator[None]:
+        """A write transaction holding the conversation's lock (see `_conversation_key`)."""
+        keys = (self._conversation_key(conversation_id),) if conversation_id is not None else ()
+        with self._pg.db.transaction(*keys):
             yield
+
+    def _lock_key(self, chain_hash: str) -> str:
+        return f"ctxproxy:{self.tenant_id}:{chain_hash}"
+
+    def _conversation_key(self, conversation_id: str) -> str:
+        """A conversation's lock: the chain hash of its second message (its first, while it has one).
+
+        Every request continuing the conversation shares that hash, so ingest can take the same lock
+        before it knows which conversation it continues; conversations that only share a system
+        prompt get different locks and never wait for each other.
+        """
+        row = self._run("SELECT chain_hash FROM messages WHERE tenant_id = :tenant AND "
+                        "conversation_id = :cid AND seq <= 1 ORDER BY seq DESC LIMIT 1",
+                        {"cid": conversation_id}).fetchone()
+        return self._lock_key(row[0] if row is not None else "conversation:" + conversation_id)
+
+    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
+               count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
+        """Store a request's history (store/ingest.py) under the locks of every conversation it can
+        extend: its first message's chain hash, then its second's (a fixed order: no deadlock)."""
+        chain = chain_from_bodies(canonical_bodies(messages[:2])) if messages else []
+        with self._pg.db.transaction(*(self._lock_key(h) for h in chain)):
+            return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
+                                     count_tokens=count_tokens)
 
     def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[AnchorRecord]:
         """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
         try:
-            with self._tx():
+            with self._tx(conversation_id):
                 self.conversation(conversation_id)
                 upsert_anchors(self._run, conversation_id, drafts)
                 active = self.anchors(conversation_id)

@@ -3,7 +3,7 @@
 One conversation's turns alternate between the replicas, then a burst of concurrent identical turns
 hits both, then one replica is SIGKILLed while its background compaction step waits on the
 summariser and the other takes the step over once the lease expires. After each: one conversation,
-every message once, leaf summaries that never cover the same message twice.
+every message once, no summary stored twice, a view whose summaries never cover a message twice.
 """
 
 from __future__ import annotations
@@ -67,14 +67,22 @@ async def _turn(replica: Replica, key: str, history: list[dict[str, Any]], i: in
 
 
 def _check_one_clean_conversation(store: PgStore, key: str, messages: int) -> list[Any]:
-    """One conversation holding every message exactly once; leaf summaries never overlap."""
+    """One conversation holding every message exactly once; no summary stored twice (same sources,
+    tier and level: a fallback level of the same chunk is another summary); the view's summaries
+    never cover a message twice."""
     tenant = store.for_tenant(store.tenant_id_for_key(key))
     conversations = tenant.list_conversations()
     assert len(conversations) == 1, [c.id for c in conversations]
     cid = conversations[0].id
     assert [m.seq for m in tenant.messages(cid)] == list(range(messages))
-    leaves = sorted((s.first_seq, s.last_seq) for s in tenant.summaries(cid) if s.depth == 0)
-    assert all(prev[1] < nxt[0] for prev, nxt in zip(leaves, leaves[1:], strict=False)), leaves
+    summaries = {s.id: s for s in tenant.summaries(cid)}
+    identities = [(s.kind, s.depth, s.level, s.source_message_ids, s.source_summary_ids)
+                  for s in summaries.values()]
+    assert len(identities) == len(set(identities)), identities
+    view = tenant.view(cid)
+    ranges = sorted((summaries[i.ref].first_seq, summaries[i.ref].last_seq)
+                    for i in (view.items if view else ()) if i.kind == "summary")
+    assert all(p[1] < n[0] for p, n in zip(ranges, ranges[1:], strict=False)), ranges
     return tenant.summaries(cid)
 
 
