@@ -52,14 +52,22 @@ def start_proxy(workdir: Path, name: str, upstream_url: str, *, workers: int = 1
     return spawn(name, argv, port, "/readyz", workdir / f"{name}.log", env=env, timeout_s=180)
 
 
+def _body(conversation: int) -> bytes:
+    return json.dumps({**SMALL, "messages": [{"role": "user", "content": f"ping {conversation}"}]}).encode()
+
+
 async def measure(urls: list[str], n: int) -> dict[str, float]:
-    """rps and latency at concurrency 32; the workers spread over `urls` (replicas) evenly."""
-    body = json.dumps(SMALL).encode()
+    """rps and latency at concurrency 32, client w on `urls[w % len(urls)]` (replicas alternate):
+    every client on one conversation (a hot spot: its writes serialise), then each on its own."""
+    out: dict[str, float] = {}
     async with session(CONCURRENCY * 2) as http:
-        calls = [poster(http, url, body) for url in urls]
-        await run_load(calls, 50, CONCURRENCY)  # warm-up: connections, caches, first conversation
-        load = await run_load(calls, n, CONCURRENCY)
-    return {"rps": load.rps, "p50_ms": pct(load.latencies_ms, 50), "p99_ms": pct(load.latencies_ms, 99)}
+        for mode, conversations in (("one", 1), ("many", CONCURRENCY)):
+            calls = [poster(http, urls[w % len(urls)], _body(w % conversations)) for w in range(CONCURRENCY)]
+            await run_load(calls, 64, CONCURRENCY)  # warm-up: connections, caches, first turns stored
+            load = await run_load(calls, n, CONCURRENCY)
+            out |= {f"rps_{mode}": load.rps, f"p50_{mode}_ms": pct(load.latencies_ms, 50),
+                    f"p99_{mode}_ms": pct(load.latencies_ms, 99)}
+    return out
 
 
 @contextmanager
@@ -107,15 +115,19 @@ async def run(n: int) -> dict[str, dict[str, float] | None]:
 def table(figures: dict[str, dict[str, float] | None], n: int) -> str:
     direct, one = figures["direct"], figures["sqlite 1 worker"]
     assert direct is not None and one is not None
-    lines = [f"scaling out: {n} small requests at concurrency {CONCURRENCY} (fake upstream process)",
-             f"{'target':<22}{'rps':>9}{'p50 ms':>9}{'p99 ms':>9}{'of direct':>11}{'of 1 worker':>13}"]
+    lines = [f"scaling out: {n} small requests at concurrency {CONCURRENCY} (fake upstream process); "
+             f"'one': every client on one conversation, 'many': {CONCURRENCY} conversations",
+             f"{'target':<22}{'mode':>5}{'rps':>8}{'p50 ms':>9}{'p99 ms':>9}{'of direct':>11}"
+             f"{'of 1 worker':>13}"]
     for name, f in figures.items():
         if f is None:
             lines.append(f"{name:<22}  skipped: no PostgreSQL server answers")
             continue
-        lines.append(f"{name:<22}{f['rps']:>9.0f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
-                     f"{fmt_ratio(ratio(f['rps'], direct['rps'])):>11}"
-                     f"{fmt_ratio(ratio(f['rps'], one['rps'])):>13}")
+        for mode in ("one", "many"):
+            rps = f[f"rps_{mode}"]
+            lines.append(f"{name:<22}{mode:>5}{rps:>8.0f}{f[f'p50_{mode}_ms']:>9.2f}{f[f'p99_{mode}_ms']:>9.2f}"
+                         f"{fmt_ratio(ratio(rps, direct[f'rps_{mode}'])):>11}"
+                         f"{fmt_ratio(ratio(rps, one[f'rps_{mode}'])):>13}")
     return "\n".join(lines)
 
 

@@ -31,6 +31,8 @@ from store.postgres.migrations import apply_migrations
 from store.search import validate
 from store.store import ANONYMOUS_TENANT, TenantStore
 
+_LOCK_KEY_CACHE = 100_000  # conversations whose lock key is remembered (cleared when full)
+
 
 class _Rollback(Exception):
     """Raised inside a transaction to undo it on purpose (previews)."""
@@ -43,6 +45,7 @@ class PgStore:
         self.db = db
         self.settings = settings
         self._secret = tenant_secret
+        self.lock_keys: dict[tuple[str, str], str] = {}  # (tenant, conversation) -> its lock key
 
     @classmethod
     def open(cls, settings: StoreSettings) -> PgStore:
@@ -132,10 +135,18 @@ class PgTenantStore(TenantStore):
         before it knows which conversation it continues; conversations that only share a system
         prompt get different locks and never wait for each other.
         """
-        row = self._run("SELECT chain_hash FROM messages WHERE tenant_id = :tenant AND "
-                        "conversation_id = :cid AND seq <= 1 ORDER BY seq DESC LIMIT 1",
-                        {"cid": conversation_id}).fetchone()
-        return self._lock_key(row[0] if row is not None else "conversation:" + conversation_id)
+        cached = self._pg.lock_keys.get((self.tenant_id, conversation_id))
+        if cached is not None:
+            return cached
+        found = self._run("SELECT seq, chain_hash FROM messages WHERE tenant_id = :tenant AND "
+                          "conversation_id = :cid AND seq <= 1 ORDER BY seq DESC LIMIT 1",
+                          {"cid": conversation_id}).fetchone()
+        key = self._lock_key(found[1] if found is not None else "conversation:" + conversation_id)
+        if found is not None and found[0] == 1:  # a stored second message never changes: keep it
+            if len(self._pg.lock_keys) >= _LOCK_KEY_CACHE:
+                self._pg.lock_keys.clear()
+            self._pg.lock_keys[(self.tenant_id, conversation_id)] = key
+        return key
 
     def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
                count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
