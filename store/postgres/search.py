@@ -41,9 +41,12 @@ def _sql(c: Compiled, table: str, alias: str, column: str, columns: str, where: 
     cond, rank = _match(c, alias, column)
     snippet = (f"ts_headline('simple', {alias}.{column}, ({c.expr}), '{_HEADLINE}')" if c.mode == "words"
                else f"{alias}.{column}")
-    return (f"WITH cand AS (SELECT {alias}.id FROM {table} {alias} WHERE {where} AND {cond} "
-            f"ORDER BY {alias}.id DESC LIMIT :n), hit AS (SELECT {alias}.id, {rank} AS rank "
-            f"FROM {table} {alias} WHERE {alias}.tenant_id = :tenant AND {alias}.id IN (SELECT id FROM cand) "
+    # Matches come from the GIN index first (MATERIALIZED: the planner must not walk the primary key
+    # newest first, testing every row against the pattern), then the newest N are kept.
+    return (f"WITH matched AS MATERIALIZED (SELECT {alias}.id FROM {table} {alias} "
+            f"WHERE {where} AND {cond}), cand AS (SELECT id FROM matched ORDER BY id DESC LIMIT :n), "
+            f"hit AS (SELECT {alias}.id, {rank} AS rank FROM {table} {alias} "
+            f"WHERE {alias}.tenant_id = :tenant AND {alias}.id IN (SELECT id FROM cand) "
             f"ORDER BY rank, {alias}.id LIMIT :limit) "
             f"SELECT {columns}, hit.rank AS rank, {snippet} AS snippet FROM hit JOIN {table} {alias} "
             f"ON {alias}.id = hit.id AND {alias}.tenant_id = :tenant ORDER BY hit.rank")
