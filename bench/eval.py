@@ -1,10 +1,10 @@
-"""`make eval`: ctxproxy against baselines on the same generated conversations, as a real check.
+"""`make eval`: ctxproxy against a sliding window and passthrough on what the agent needed later.
 
-Runs the real engine (local/extractive, and adversarial summarisers: inventing, empty, verbose,
-slow, failing), passthrough, a sliding window and litellm's trim_messages over N seeded
-conversations; prints a table, writes bench/out/eval.json and charts, regenerates the eval section
-of docs/results.md, and exits 1 when any ctxproxy variant misses a fact, presents a stale value,
-forwards an invention, exceeds the budget or breaks tool pairing.
+Replays the real agent sessions, the agent-loop set and the planted-fact set (bench/eval_sets.py)
+request by request: ctxproxy (the real engine and store, with `local/extractive` and with fake LLM
+summarisers that fail or return garbage half the time, and more adversarial fakes on the planted
+set) against the baselines. Prints the tables, writes bench/out/eval.json, regenerates the eval
+section of docs/results.md, and exits 1 when the gate fails (`failures`).
 """
 
 from __future__ import annotations
@@ -25,100 +25,82 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
 
-from bench import charts, results_doc  # noqa: E402
+from bench import charts, eval_gate, eval_tables, results_doc  # noqa: E402
+from bench.eval_figures import result_row, set_row, versus_window  # noqa: E402
+from bench.eval_sets import CTXPROXY, Job, SetName, SetSpec, conversations, jobs_for  # noqa: E402
 from bench.fake_summarizers import ADVERSARIAL  # noqa: E402
-from bench.generator import generate_suite  # noqa: E402
-from bench.replay import replay_baseline  # noqa: E402
 from proxy.cli.replay import quiet_logs  # noqa: E402
-from replay.baselines import BASELINES  # noqa: E402
-from replay.chart import turn_chart  # noqa: E402
-from replay.records import RecordedConversation  # noqa: E402
-from replay.report import ConversationReport, aggregate  # noqa: E402
-from replay.run import ReplayOptions, replay_engine  # noqa: E402
+from replay.needed_later.evaluate import StrategyResult, run_baseline, run_engine  # noqa: E402
 
 OUT_DIR = Path("bench/out")
 RESULTS_DOC = Path("docs/results.md")
-CTXPROXY = "ctxproxy"
-ENGINE_VARIANTS = (CTXPROXY, *(f"{CTXPROXY}+{name}" for name in ADVERSARIAL))
-TRIM_STRIDE = 4  # litellm's trim_messages is quadratic in the history: check every 4th request
+TRIM_STRIDE = 4  # litellm's trim_messages is quadratic in the history: every 4th request
+SETS: tuple[SetName, ...] = ("real", "loops", "planted")
 
 
-def run_job(job: tuple[str, RecordedConversation, ReplayOptions]) -> ConversationReport:
-    """One (strategy, conversation) replay; runs in a worker process."""
-    strategy, conv, options = job
-    quiet_logs()
-    if strategy in ENGINE_VARIANTS:
-        fake = strategy.partition("+")[2]
+def _measure(job: Job) -> StrategyResult:
+    if job.strategy.startswith(CTXPROXY):
+        fake = job.strategy.partition("+")[2]
         summarizer = ADVERSARIAL[fake]() if fake else None
-        return asyncio.run(replay_engine(conv, options, summarizer=summarizer, strategy=strategy))
-    if strategy == "trim_messages":
-        options = replace(options, stride=TRIM_STRIDE)
-    return replay_baseline(conv, strategy, BASELINES[strategy], options)
+        return asyncio.run(run_engine(job.conv, job.options, job.strategy, summarizer))
+    options = replace(job.options, stride=TRIM_STRIDE) if job.strategy == "trim_messages" else job.options
+    return run_baseline(job.conv, job.strategy, options)
 
 
-def run_all(conversations: Sequence[RecordedConversation], strategies: Sequence[str],
-            options: ReplayOptions, workers: int) -> dict[str, list[ConversationReport]]:
-    """Every strategy on every conversation, in parallel processes, grouped by strategy."""
-    jobs = [(s, conv, options) for s in strategies for conv in conversations]
-    jobs.sort(key=lambda j: j[0] != "trim_messages")  # the slowest first, for a better packing
+def run_job(job: Job) -> tuple[SetName, StrategyResult, float]:
+    """One (set, conversation, strategy) replay, measured, with its CPU seconds (a worker process)."""
+    quiet_logs()
+    started = time.process_time()
+    result = _measure(job)
+    return job.set_name, result, time.process_time() - started
+
+
+def run_all(jobs: Sequence[Job], workers: int) -> list[tuple[SetName, StrategyResult, float]]:
+    """Every job in parallel processes, the longest (engine runs on the longest sessions) first."""
+    order = sorted(jobs, key=lambda j: (not j.strategy.startswith(CTXPROXY), -len(j.conv.messages)))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        reports = list(pool.map(run_job, jobs))
-    grouped: dict[str, list[ConversationReport]] = {s: [] for s in strategies}
-    for report in reports:
-        grouped[report.strategy].append(report)
-    return grouped
+        return list(pool.map(run_job, order))
 
 
-def failures(grouped: dict[str, list[ConversationReport]]) -> list[str]:
-    """Why the gate fails: every ctxproxy defect, per conversation."""
-    out: list[str] = []
-    for strategy, reports in grouped.items():
-        if not strategy.startswith(CTXPROXY):
-            continue
-        for r in reports:
-            missing = [f"{f.kind}={f.fact}" for f in r.facts if not f.present]
-            stale = [f"{f.kind}: {v}" for f in r.facts for v in f.stale_as_current]
-            problems = {"missing facts": missing, "stale as current": stale, "invented": list(r.invented),
-                        "over budget": [str(r.over_budget)] * bool(r.over_budget),
-                        "pairing violations": [str(r.pairing_violations)] * bool(r.pairing_violations),
-                        "errors": list(r.errors)}
-            out += [f"{strategy} {r.conversation_id}: {k}: {', '.join(v)}" for k, v in problems.items() if v]
+def cpu_by_set(runs: Sequence[tuple[SetName, StrategyResult, float]]) -> dict[str, float]:
+    """CPU seconds spent per set (worker processes; imports included in each worker's first job)."""
+    out: dict[str, float] = {}
+    for set_name, _, cpu in runs:
+        out[set_name] = round(out.get(set_name, 0.0) + cpu, 1)
     return out
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.0f}%"
+def figures(results: Sequence[tuple[SetName, StrategyResult]]) -> dict[str, Any]:
+    """Per-conversation rows, per-set rows, and ctxproxy-vs-window differences per conversation."""
+    rows = [result_row(r, s) for s, r in results]
+    by_key = {(s, r.conversation, r.strategy): r for s, r in results}
+    groups: dict[tuple[str, str], list[StrategyResult]] = {}
+    for s, r in results:
+        groups.setdefault((s, r.strategy), []).append(r)
+    versus = [{"set": s, "conversation": c, "strategy": name, **versus_window(r, window)}
+              for (s, c, name), r in by_key.items()
+              if name.startswith(CTXPROXY) and (window := by_key.get((s, c, "sliding_window")))]
+    examples = {f"{s} {r.conversation} {r.strategy}": [asdict(e) for e in r.examples]
+                for s, r in results if r.examples}
+    return {"rows": rows, "sets": [set_row(rs, s) for (s, _), rs in groups.items()],
+            "versus_window": versus, "loss_examples": examples}
 
 
-def render_table(rows: Sequence[dict[str, Any]]) -> Table:
-    table = Table(title="ctxproxy eval: same conversations, every strategy")
-    for col in ("strategy", "facts retained", "corrections current", "invented fwd", "over budget",
-                "pairing viol.", "compression", "prefix stable", "summ. calls/turn"):
-        table.add_column(col, justify="left" if col == "strategy" else "right")
-    for r in rows:
-        table.add_row(r["strategy"], _pct(r["facts_retained"]), _pct(r["corrections_current"]),
-                      str(r["invented"]), f"{r['over_budget']}/{r['requests']}",
-                      str(r["pairing_violations"]), f"{r['compression_ratio']:.2f}x",
-                      _pct(r["prefix_stability"]), f"{r['calls_per_turn']:.2f}")
-    return table
-
-
-def write_outputs(grouped: dict[str, list[ConversationReport]], rows: list[dict[str, Any]],
-                  meta: dict[str, Any], out_dir: Path) -> list[Path]:
+def write_outputs(data: dict[str, Any], meta: dict[str, Any], out_dir: Path, docs: Path | None) -> list[Path]:
+    """bench/out/eval.json, the retention chart, and (unless `docs` is None) the results doc."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    payload = {"meta": meta, "aggregate": rows,
-               "conversations": {s: [r.summary() | {"facts": [f.to_dict() for f in r.facts],
-                                                    "invented_facts": list(r.invented)}
-                                     for r in reports] for s, reports in grouped.items()}}
-    json_path = out_dir / "eval.json"
-    json_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths = [json_path, charts.comparison_chart(rows, out_dir / "eval_comparison.png")]
-    if grouped.get(CTXPROXY):
-        paths.append(turn_chart(grouped[CTXPROXY][:1], out_dir / "eval_ctxproxy_turns.png"))
-    if grouped.get("sliding_window"):
-        paths.append(turn_chart(grouped["sliding_window"][:1], out_dir / "eval_sliding_turns.png"))
+    raw = out_dir / "eval.json"
+    raw.write_text(json.dumps({"meta": meta, **data}, indent=1, ensure_ascii=False, default=str) + "\n",
+                   encoding="utf-8")
+    paths = [raw]
+    if any(r["set"] == "real" for r in data["rows"]):
+        paths.append(charts.retention_chart(data["rows"], out_dir / "eval_retention.png"))
+        meta["chart"] = True
+    if docs is not None:
+        if meta.get("chart"):
+            paths.append(_copy(out_dir / "eval_retention.png", docs.parent / "img" / "eval_retention.png"))
+        paths.append(results_doc.update(docs, data, meta))
     return paths
 
 
@@ -129,43 +111,40 @@ def _copy(src: Path, dst: Path) -> Path:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.eval", description=__doc__.splitlines()[0])
-    p.add_argument("--conversations", type=int, default=6)
-    p.add_argument("--turns", type=int, default=150)
-    p.add_argument("--tokens", type=int, default=40_000, help="approximate tokens per conversation")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--model", default="gpt-4o-mini")
-    p.add_argument("--window", type=int, default=12_000)
+    """The command line (sys.argv when `argv` is None)."""
+    p = argparse.ArgumentParser(prog="python -m bench.eval", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--sets", default=",".join(SETS), help="comma-separated subset of real,loops,planted")
+    p.add_argument("--seed", type=int, default=SetSpec.seed)
+    p.add_argument("--planted", type=int, default=SetSpec.planted_conversations,
+                   help="planted-fact conversations")
+    p.add_argument("--loop-tokens", type=int, default=SetSpec.loop_tokens, help="tokens per agent loop")
     p.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
-    p.add_argument("--strategies", default=",".join([*ENGINE_VARIANTS, *BASELINES]),
-                   help="comma-separated subset")
     p.add_argument("--out", type=Path, default=OUT_DIR)
     p.add_argument("--docs", type=str, default=str(RESULTS_DOC), help="results doc to update ('' = none)")
     return p.parse_args(argv)
 
 
+def _sets(arg: str) -> list[SetName]:
+    return [s for s in SETS if s in arg.split(",")]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run every set, print and write the figures; 1 when the gate fails."""
     args = parse_args(argv)
     started = time.monotonic()
-    strategies = [s for s in args.strategies.split(",") if s]
-    conversations = generate_suite(args.conversations, args.seed, args.turns, args.tokens)
-    options = ReplayOptions(model=args.model, window=args.window)
-    grouped = run_all(conversations, strategies, options, args.workers)
-    rows = [aggregate(grouped[s]) for s in strategies if grouped[s]]
-    meta = {"conversations": args.conversations, "turns": args.turns, "tokens": args.tokens,
-            "seed": args.seed, "model": args.model, "window": args.window,
-            "options": {k: v for k, v in asdict(options).items() if k != "compaction"},
-            "trim_stride": TRIM_STRIDE, "seconds": round(time.monotonic() - started, 1)}
-    console = Console(width=200)
-    console.print(render_table(rows))
-    paths = write_outputs(grouped, rows, meta, args.out)
-    problems = failures(grouped)
-    meta["gate"] = f"FAILED ({len(problems)} ctxproxy defects, listed by the run)" if problems else "passed"
-    if args.docs:
-        docs = Path(args.docs)
-        paths.append(results_doc.update(docs, rows, meta))
-        chart = docs.parent / "img" / "eval_comparison.png"
-        paths.append(_copy(args.out / "eval_comparison.png", chart))
+    spec = SetSpec(seed=args.seed, planted_conversations=args.planted, loop_tokens=args.loop_tokens)
+    convs = conversations(spec, _sets(args.sets))
+    runs = run_all(jobs_for(spec, convs), args.workers)
+    data = figures([(s, r) for s, r, _ in runs])
+    problems = eval_gate.failures(data["rows"], real_missing="real" in convs and not convs["real"])
+    meta = {"sets": {s: [c.id for c in cs] for s, cs in convs.items()}, "seed": spec.seed,
+            "model": spec.model, "planted_window": spec.planted_window, "trim_stride": TRIM_STRIDE,
+            "seconds": round(time.monotonic() - started, 1), "workers": args.workers,
+            "cpu_seconds": cpu_by_set(runs),
+            "gate": f"FAILED ({len(problems)} problems)" if problems else "passed", "problems": problems}
+    console = Console(width=220)
+    eval_tables.print_tables(console, data)
+    paths = write_outputs(data, meta, args.out, Path(args.docs) if args.docs else None)
     for line in problems:
         console.print(f"[red]FAIL[/red] {line}")
     console.print(f"wrote {', '.join(str(p) for p in paths)} in {meta['seconds']} s")

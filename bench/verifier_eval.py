@@ -26,6 +26,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench.eval_sets import REAL_SESSIONS  # noqa: E402
 from bench.facts import PlantedFacts, draw_facts  # noqa: E402
 from bench.generator import generate_conversation  # noqa: E402
 from compaction.prompts import build_source_text  # noqa: E402
@@ -33,8 +34,7 @@ from compaction.summarizers import ExtractiveSummarizer  # noqa: E402
 from compaction.verify import CalibrationCase, CalibrationReport, calibration_rates  # noqa: E402
 from store.models import StoredMessage  # noqa: E402
 
-SESSIONS_DIR = Path(os.environ.get("CTXPROXY_REAL_SESSIONS",
-                                   Path(__file__).resolve().parents[2] / "shared" / "real-trajectories"))
+SESSIONS_DIR = REAL_SESSIONS
 HANDWRITTEN = Path(__file__).with_name("verifier_corpus.json")
 WINDOW = 16  # messages per summarised window of a real session
 # Ordinary words a faithful abstractive summary may start a sentence with (written before measuring).

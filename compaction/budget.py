@@ -24,9 +24,12 @@ log = structlog.get_logger(__name__)
 
 MIN_INPUT_BUDGET = 256  # below this a request cannot carry even its last turn: reject it
 # Summary sizes scale with the window: a leaf summary asks at most budget/8, a condensed one budget/5
-# (the seed's 1,200/2,000 fit a 128k window, not a 12k one), and never more than half its input.
+# (the seed's 1,200/2,000 fit a 128k window, not a 12k one), and never more than a third of its input
+# (a summary that frees two thirds of its chunk is worth a step; summaries of summaries stay about
+# the size of one of their sources and never crowd out raw messages).
 LEAF_TARGET_DIVISOR = 8
 CONDENSED_TARGET_DIVISOR = 5
+INPUT_DIVISOR = 3
 MIN_SUMMARY_TARGET = 32
 # A leaf chunk is at most this share of the budget (and the seed's 20k tokens): a step substitutes
 # whole chunks, so small chunks let it land close to its target instead of far below it.
@@ -97,10 +100,10 @@ class Budget:
 
     def summary_target(self, settings: CompactionSettings, tier: SummaryKind, input_tokens: int) -> int:
         """Tokens asked of a `tier` summary of `input_tokens`: the configured size scaled to the
-        window and at most half the input, so a committed summary really shrinks the context."""
+        window and at most a third of the input, so a committed summary really shrinks the context."""
         configured, divisor = ((settings.leaf_target_tokens, LEAF_TARGET_DIVISOR) if tier == "leaf"
                                else (settings.condensed_target_tokens, CONDENSED_TARGET_DIVISOR))
-        scaled = min(configured, self.total // divisor, input_tokens // 2)
+        scaled = min(configured, self.total // divisor, input_tokens // INPUT_DIVISOR)
         return max(MIN_SUMMARY_TARGET, scaled)
 
     def fits(self, tokens: int) -> bool:

@@ -31,16 +31,23 @@ class RecallNames:
     expand: str
 
 
-def marker(cut_tokens: int, total_tokens: int, slot: Slot, recall: RecallNames | None) -> str:
-    """The note left where part of a message was taken out."""
+KEPT_HOW = "search the history for text in it, or re-run the tool for all of it"  # stored elisions
+
+
+def marker(cut_tokens: int, total_tokens: int, slot: Slot, recall: RecallNames | None,
+           how: str | None = None) -> str:
+    """The note left where part of a message was taken out (`how`: the way back, when given)."""
     what = "tool result" if slot.message.get("role") in ("tool", "function") else "message"
+    return f"{MARK}{cut_tokens} of {total_tokens} tokens of {what} {slot.ref} elided here; " \
+           f"{how or _way_back(what, slot.ref, recall)}]"
+
+
+def _way_back(what: str, ref: str, recall: RecallNames | None) -> str:
     if recall is None:
-        how = f"ask the operator to expand message {slot.ref}"
-    elif what == "tool result":
-        how = f"{recall.search} finds text in it; re-run the tool for all of it"
-    else:
-        how = f"call {recall.expand} with ids [\"{slot.ref}\"]"
-    return f"{MARK}{cut_tokens} of {total_tokens} tokens of {what} {slot.ref} elided here; {how}]"
+        return f"ask the operator to expand message {ref}"
+    if what == "tool result":
+        return f"{recall.search} finds text in it; re-run the tool for all of it"
+    return f"call {recall.expand} with ids [\"{ref}\"]"
 
 
 def pointer(refs: Sequence[str], recall: RecallNames | None) -> dict[str, Any]:
@@ -61,7 +68,8 @@ def pointer_slot(refs: Sequence[str], recall: RecallNames | None, counter: Token
                 "pointer", protected=True)
 
 
-def elide(slot: Slot, allowance: int, counter: TokenCounter, recall: RecallNames | None) -> Slot:
+def elide(slot: Slot, allowance: int, counter: TokenCounter, recall: RecallNames | None,
+          how: str | None = None) -> Slot:
     """`slot` with its text cut to `allowance` tokens around one marker (unchanged when it fits or
     has no text); two thirds of what is kept is the head."""
     text = content_text(dict(slot.message))
@@ -69,9 +77,9 @@ def elide(slot: Slot, allowance: int, counter: TokenCounter, recall: RecallNames
         return slot
     total = counter.count_text(text)
     overhead = slot.tokens - total
-    keep = allowance - overhead - counter.count_text(marker(total, total, slot, recall)) - 2
+    keep = allowance - overhead - counter.count_text(marker(total, total, slot, recall, how)) - 2
     while True:
-        message = _cut(slot, text, max(0, keep), total, counter, recall)
+        message = _cut(slot, text, max(0, keep), total, counter, recall, how)
         tokens = counter.count_message(message)
         if tokens <= allowance or keep <= 0:
             return replace(slot, message=message, tokens=tokens) if tokens < slot.tokens else slot
@@ -79,11 +87,11 @@ def elide(slot: Slot, allowance: int, counter: TokenCounter, recall: RecallNames
 
 
 def _cut(slot: Slot, text: str, keep: int, total: int, counter: TokenCounter,
-         recall: RecallNames | None) -> dict[str, Any]:
+         recall: RecallNames | None, how: str | None) -> dict[str, Any]:
     head = prefix_within(text, keep - keep // 3, counter.count_text)
     tail = suffix_within(text[len(head):], keep // 3, counter.count_text)
     cut = max(0, total - counter.count_text(head) - counter.count_text(tail))
-    note = marker(cut, total, slot, recall)
+    note = marker(cut, total, slot, recall, how)
     body = "\n".join(p for p in (head, note, tail) if p)
     return {**slot.message, "content": body}
 

@@ -172,7 +172,8 @@ class Engine:
             events: list[CompactionEvent] = []
             if measure_request(ctx, wv) > ctx.budget.total:
                 pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
-                wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, mode="normal")
+                wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, mode="normal",
+                                                       ceiling=ctx.budget.total)
                 if measure_request(ctx, wv) > ctx.budget.total:
                     wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, mode="hard")
                     events += more

@@ -268,6 +268,8 @@ class ExtractiveSummarizer:
         used = counter.count_text(_render(chosen, expand))
         for section, line in _round_robin(found.lines):
             cost = counter.count_text(line) + 1
+            if not chosen[section]:  # the section's heading comes with its first line
+                cost += counter.count_text(f"## {section}") + 1
             if used + cost <= target_tokens and not checker.unsupported(line):
                 chosen[section].append(line)
                 used += cost
@@ -303,8 +305,10 @@ def _expand_line(found: _Candidates, counter: TokenCounter, max_tokens: int,
 
 
 def _render(chosen: dict[str, list[str]], expand: str) -> str:
-    body = [f"## {s}\n" + ("\n".join(chosen[s]) or "- none") for s in SECTIONS]
-    return "\n".join(body) + f"\n{expand}"
+    """The sections that hold lines, in SECTIONS order (an empty heading is tokens spent on nothing:
+    a small summary's room goes to its lines), then the expand line."""
+    body = [f"## {s}\n" + "\n".join(chosen[s]) for s in SECTIONS if chosen[s]]
+    return "\n".join([*body, expand])
 
 
 def source_from_prompt(user_prompt: str) -> str:

@@ -20,8 +20,11 @@ from compaction import selection
 from compaction.anchors import extract_anchors, render_anchor_block
 from compaction.budget import Budget
 from compaction.deadline import Deadline
+from compaction.elision import KEPT_HOW, elide
 from compaction.escalation import Detach, EscalationOutcome, summarize_with_escalation
+from compaction.messages import strip_private_fields
 from compaction.observer import CompactionObserver, NullObserver
+from compaction.planner import Slot
 from compaction.prompts import build_source_text
 from compaction.redact import redact
 from compaction.selection import Entry
@@ -30,6 +33,7 @@ from compaction.types import SummarizerChoice
 from compaction.workview import (
     RenderSummary,
     WorkingView,
+    elided_message,
     raw_message_ids,
     snapshot_anchor_ids,
     summary_entry,
@@ -48,6 +52,7 @@ from store.models import (
 )
 
 Trigger = Literal["threshold", "hard_budget", "manual"]
+ELISION_MODEL = "local/elision"  # provenance name of an in-place elision
 ANCHOR_TEXT_MAX = 100_000  # anchors handed to the verifier are not budget-bound
 # The growth check renders the summary before the store assigns its id ("sum_" + 12 hex, shown twice
 # at most): a placeholder id may tokenize differently by up to one token per character, plus borders.
@@ -72,8 +77,12 @@ class PassContext:
 
 @dataclass(frozen=True)
 class Candidate:
-    tier: Literal["leaf", "condensed"]
+    """A chunk to compact: leaf/condensed summaries, or one old oversized tool result to elide in
+    place down to `allowance` tokens."""
+
+    tier: Literal["leaf", "condensed", "elide"]
     chunk: tuple[int, ...]
+    allowance: int = 0
 
 
 def chunk_refs(wv: WorkingView, chunk: Sequence[int]) -> tuple[str, ...]:
@@ -84,13 +93,22 @@ def chunk_refs(wv: WorkingView, chunk: Sequence[int]) -> tuple[str, ...]:
 async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
                    before: int) -> tuple[WorkingView, CompactionEvent]:
     """One pass; failures become a `failed` event and leave the view (and the store) unchanged."""
+    tier = cand.tier
     started = time.monotonic()
+    if tier == "elide":
+        try:
+            return elide_pass(ctx, wv, cand, before)
+        except Exception as exc:  # recorded like any failed pass, never surfaced
+            failed = CompactionEvent(wv.conversation_id, ctx.trigger, "leaf", "elision", "failed",
+                                     ELISION_MODEL, tokens_before=before, tokens_after=before,
+                                     error=redact(repr(exc))[:1000], duration_ms=_ms(started))
+            return wv, _record(ctx, failed)
     chunk = [wv.entries[i] for i in cand.chunk]
-    base = CompactionEvent(wv.conversation_id, ctx.trigger, cand.tier, "normal", "failed",
+    base = CompactionEvent(wv.conversation_id, ctx.trigger, tier, "normal", "failed",
                            ctx.choice.summarizer.name, dict(ctx.choice.settings), tokens_before=before)
     try:
-        drafts = _anchor_drafts(wv, chunk) if cand.tier == "leaf" else []
-        outcome, draft = await _summarise(ctx, wv, cand.tier, chunk, drafts)
+        drafts = _anchor_drafts(wv, chunk) if tier == "leaf" else []
+        outcome, draft = await _summarise(ctx, wv, tier, chunk, drafts)
         base = replace(base, level=cast(Any, outcome.level), summarizer_model=outcome.model,
                        prompt_version=outcome.prompt_version)
         grown = _growth(ctx, draft, chunk)
@@ -106,6 +124,37 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
         return wv, _record(ctx, event)
     ctx.observer.on_step(event)
     return new_wv, event
+
+
+def elide_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
+               before: int) -> tuple[WorkingView, CompactionEvent]:
+    """One old oversized tool result elided in place (local, no summariser): committed as a
+    summary of that one message, which the view shows as the message itself (pairing kept)."""
+    started = time.monotonic()
+    entry = wv.entries[cand.chunk[0]]
+    source = wv.stored[entry.seq]
+    slot = Slot(strip_private_fields(source.message), source.token_count, "fresh_tail", entry.group,
+                str(source.id))
+    elided = elide(slot, cand.allowance, ctx.counter, None, KEPT_HOW)
+    text = str(elided.message.get("content") or "")
+    draft = SummaryDraft(wv.conversation_id, "leaf", 0, "elision", text, ctx.counter.count_text(text),
+                         source.seq, source.seq, (source.id,), (), ELISION_MODEL, "")
+    base = CompactionEvent(wv.conversation_id, ctx.trigger, "leaf", "elision", "committed",
+                           ELISION_MODEL, tokens_before=before, source_message_ids=(source.id,))
+    built: list[WorkingView] = []
+
+    def finish(record: SummaryRecord, added: list[Anchor],
+               superseded: list[Anchor]) -> tuple[ContextView | None, CompactionEvent]:
+        tokens = ctx.counter.count_message(elided_message(source, record, ctx.counter.count_message).message)
+        entries = list(wv.entries)
+        entries[cand.chunk[0]] = replace(entry, tokens=tokens, elided=record.id)
+        built.append(replace(wv, entries=tuple(entries), summaries={**wv.summaries, record.id: record}))
+        return None, replace(base, summary_id=record.id, tokens_after=ctx.measure(built[-1]),
+                             duration_ms=_ms(started))
+
+    _, _, event = ctx.tenant.commit_pass(draft, [], finish)
+    ctx.observer.on_step(event)
+    return built[-1], event
 
 
 def _commit(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...], draft: SummaryDraft,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from compaction.passes import Candidate
 from compaction.selection import Entry, protected_indices
-from compaction.workview import WorkingView
+from compaction.workview import WorkingView, is_in_place
 from store.interface import TenantAccess
 from store.models import SummaryRecord
 
@@ -28,6 +28,8 @@ class Prepared:
         self._condensed: dict[str, list[SummaryRecord]] = {}
         self._discarded: set[str] = set()
         for record in summaries:
+            if is_in_place(record):
+                continue  # an elision stands for one message's text, never for a chunk
             if record.kind == "leaf" and record.source_message_ids:
                 self._leaf.setdefault(record.source_message_ids[0], []).append(record)
             elif record.kind == "condensed" and record.source_summary_ids:

@@ -36,6 +36,7 @@ class Entry:
     depth: int = -1  # summaries only
     pinned: bool = False
     message_id: int | None = None  # messages only
+    elided: str | None = None  # messages only: the in-place summary standing for its text
 
 
 @dataclass(frozen=True)

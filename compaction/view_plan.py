@@ -84,7 +84,10 @@ def plan_for(ctx: RequestContext, wv: WorkingView) -> Plan:
     def render(entry: Entry) -> dict[str, Any]:
         if entry.kind == "summary":
             return ctx.render_summary(wv.summaries[entry.ref])
-        return ctx.body.get(entry.seq) or strip_private_fields(wv.stored[entry.seq].message)
+        message = ctx.body.get(entry.seq) or strip_private_fields(wv.stored[entry.seq].message)
+        if entry.elided:  # an old oversized tool result, elided in place by a step
+            return {**message, "content": wv.summaries[entry.elided].content}
+        return message
 
     return build_plan(system, block, anchor_tokens, wv.entries, render,
                       tools_tokens=ctx.budget.tools_tokens, budget=ctx.budget.total,

@@ -8,7 +8,7 @@ the cached ones; summaries are counted once as rendered messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +36,8 @@ class WorkingView:
     latest_version: int = 0
 
     def items(self) -> tuple[ViewItem, ...]:
-        return tuple(ViewItem(e.kind, e.ref) for e in self.entries)
+        return tuple(ViewItem("summary", e.elided) if e.elided else ViewItem(e.kind, e.ref)
+                     for e in self.entries)
 
 
 def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
@@ -64,7 +65,7 @@ def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
             items.append(summaries[item.ref] if item.kind == "summary" else by_seq[int(item.ref)])
     covered = view.covered_through_seq if view else -1
     items.extend(m for m in stored if m.seq > covered)
-    entries = build_entries(items, render, count)
+    entries = build_entries(items, render, count, by_seq)
     system = tuple(m for m in stored if m.role in SYSTEM_ROLES)
     return WorkingView(conversation_id, by_seq, summaries, tuple(entries), system, top, view,
                        view.anchor_ids if view else (), latest_version)
@@ -111,22 +112,38 @@ def _within(tenant: TenantAccess, view: ContextView, summaries: dict[str, Summar
     return replace(view, items=tuple(kept), covered_through_seq=covered, anchor_ids=anchor_ids)
 
 
+def is_in_place(record: SummaryRecord) -> bool:
+    """An elision standing for one message's text, in place (its role and tool call id kept)."""
+    return record.level == "elision" and record.kind == "leaf" and len(record.source_message_ids) == 1
+
+
+def elided_message(source: StoredMessage, record: SummaryRecord, count: CountMessage) -> StoredMessage:
+    """`source` as its in-place elision shows it: the same message, the elided text."""
+    message = {**source.message, "content": record.content}
+    return replace(source, message=message, token_count=count(message))
+
+
 def build_entries(items: Sequence[StoredMessage | SummaryRecord], render: RenderSummary,
-                  count: CountMessage) -> list[Entry]:
-    """Entries for a mixed item list; maximal raw runs are grouped atomically."""
+                  count: CountMessage, stored: Mapping[int, StoredMessage] | None = None) -> list[Entry]:
+    """Entries for a mixed item list; maximal raw runs are grouped atomically. An in-place elision
+    (with its source in `stored`) joins the raw run as its message, elided."""
     out: list[Entry] = []
     run: list[StoredMessage] = []
+    elided: dict[int, str] = {}
     next_group = 0
 
     def flush() -> None:
         nonlocal next_group, run
         rows = [(m.message, m.seq, m.id, m.token_count, m.pinned) for m in run]
-        made = raw_entries(rows, next_group)
+        made = [replace(e, elided=elided.get(e.seq)) for e in raw_entries(rows, next_group)]
         out.extend(made)
         next_group = (max(e.group for e in made) + 1) if made else next_group
         run = []
 
     for item in items:
+        if isinstance(item, SummaryRecord) and stored is not None and is_in_place(item):
+            elided[item.first_seq] = item.id
+            item = elided_message(stored[item.first_seq], item, count)
         if isinstance(item, StoredMessage):
             run.append(item)
             continue

@@ -24,7 +24,7 @@ SUMMARIZE_MESSAGE_THRESHOLD = 20
 MAX_RECOVERY_ITERATIONS = 20
 # Agent loops (issue 10): a step lands at this share of the budget, raw messages filling it; background
 # work prepares summaries ahead, down to the preparation share; the request path waits at most this long.
-TARGET_TOKEN_PERCENT = 85
+TARGET_TOKEN_PERCENT = 90
 PREPARE_TOKEN_PERCENT = 60
 SYNC_DEADLINE_S = 10.0
 OversizedLastMessage = Literal["reject", "truncate"]

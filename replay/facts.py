@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from replay.checks import Message, context_text, synthetic_messages
+from replay.needed_later.texts import readable_text
 from replay.records import Check
 from store.content import message_text
 
@@ -89,8 +90,10 @@ def fact_like_tokens(text: str) -> set[str]:
 
 
 def invented_facts(forwarded: Sequence[Message], history: Sequence[Message]) -> list[str]:
-    """Fact-like tokens of ctxproxy-made messages that occur nowhere in the full history."""
-    source = context_text(history)
+    """Fact-like tokens of ctxproxy-made messages that occur nowhere in the full history (its text
+    read with tool-call arguments decoded too: a summary may quote `"a b"` where the raw JSON
+    arguments hold `\\"a b\\"`)."""
+    source = "\n".join(readable_text(m) for m in history)
     tokens: set[str] = set()
     for message in synthetic_messages(forwarded, history):
         tokens |= fact_like_tokens(message_text(message))

@@ -73,6 +73,7 @@ class Builder:
     checks: list[Check] = field(default_factory=list)
 
     def call_id(self) -> str:
+        """A tool-call id, unique in the conversation and drawn from the seeded stream."""
         return f"call_{self.seed}_{len(self.messages)}_{self.rng.getrandbits(32):08x}"
 
     def note(self, tool: str, target: str) -> str:

@@ -37,12 +37,13 @@ async def engine(store: Store) -> AsyncIterator[Engine]:
     await e.aclose()
 
 
-def test_summary_target_scales_to_the_window_and_is_at_most_half_the_input() -> None:
+def test_summary_target_scales_to_the_window_and_is_at_most_a_third_of_the_input() -> None:
     budget = Budget.compute(CompactionSettings(), WINDOW, None, 0)
     assert budget.total == 8_744
     assert budget.summary_target(CompactionSettings(), "leaf", 10_000) == 8_744 // 8
     assert budget.summary_target(CompactionSettings(), "condensed", 10_000) == 8_744 // 5
-    assert budget.summary_target(CompactionSettings(), "leaf", 800) == 400
+    assert budget.summary_target(CompactionSettings(), "leaf", 800) == 800 // 3
+    assert budget.summary_target(CompactionSettings(), "condensed", 900) == 900 // 3
     big = Budget.compute(CompactionSettings(), 128_000, None, 0)
     assert big.summary_target(CompactionSettings(), "leaf", 50_000) == 1_200  # the seed's size
     assert big.summary_target(CompactionSettings(), "condensed", 50_000) == 2_000
@@ -71,7 +72,7 @@ async def test_background_step_prepares_down_to_its_level_and_leaves_the_view(en
 
 
 async def test_a_summary_that_would_not_shrink_the_context_is_skipped(engine: Engine) -> None:
-    msgs = [sys(), *[m for i in range(12) for m in (user(f"ok {i}"), asst("ok"))], user("next")]
+    msgs = [sys(), *[m for i in range(6) for m in (user(f"ok {i}"), asst("ok"))], user("next")]
     t = turn(msgs)
     prepared = await engine.prepare(t)
     events = await engine.compact(t, prepared.conversation_id, "manual")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import openai
@@ -42,10 +42,12 @@ async def summarizer_upstream() -> AsyncIterator[FakeUpstream]:
 @pytest.fixture
 async def rig(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, summarizer_upstream: FakeUpstream,
               tmp_path: Path) -> AsyncIterator[RigFactory]:
-    """`await rig(behaviour, delay_s=0.0, window=12_000)`: a started proxy and its SDK client."""
+    """`await rig(behaviour, delay_s=0.0, window=12_000, deadline_s=None)`: a started proxy and its
+    SDK client."""
     clients: list[openai.AsyncOpenAI] = []
 
-    async def start(behaviour: str = "faithful", *, delay_s: float = 0.0, window: int = 12_000) -> Rig:
+    async def start(behaviour: str = "faithful", *, delay_s: float = 0.0, window: int = 12_000,
+                    deadline_s: float | None = None) -> Rig:
         summarizer_upstream.responder = summarizer_responder(behaviour, delay_s)
         holder: list[RecordingEngine] = []
 
@@ -55,6 +57,10 @@ async def rig(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, summarizer_
             return holder[0]
 
         settings = settings_for(fake_upstream.url, summarizer_upstream.url, tmp_path / "e2e.db", window)
+        if deadline_s is not None:  # compaction.sync_deadline_s, globally and for the model entry
+            compaction = replace(settings.compaction, sync_deadline_s=deadline_s)
+            settings = replace(settings, compaction=compaction, model_list=tuple(
+                replace(m, compaction=compaction) for m in settings.model_list))
         server = await make_proxy(settings, engine_factory=engine_factory)
         client = openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
                                     max_retries=0, timeout=120.0)

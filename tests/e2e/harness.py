@@ -32,7 +32,7 @@ from config.settings import (
     SummarizerSettings,
 )
 from tests.e2e.conversation import Conversation, Step
-from tests.fakes.summarizer import INVENTED
+from tests.fakes.summarizer import with_invention
 from tests.fakes.upstream import FakeUpstream, Reply, Script
 from tests.sdk_params import sdk_messages, sdk_tools
 
@@ -71,8 +71,7 @@ def summarizer_responder(behaviour: str, delay_s: float = 0.0) -> Any:
         faithful = extractive.summarise(source, int(match.group(1)) if match else 1_000)
         text = {"faithful": faithful, "slow": faithful, "empty": "",
                 "verbose": (source + "\n") * 3,
-                "inventing": faithful.replace("## Decisions\n", f"## Decisions\n- {INVENTED}\n", 1)
-                }[behaviour]
+                "inventing": with_invention(faithful)}[behaviour]
         return Reply(text=text, delay_s=delay_s)
 
     return respond

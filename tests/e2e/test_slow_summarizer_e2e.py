@@ -1,4 +1,5 @@
-"""A summariser that takes 3 s per call barely ever blocks a turn (issue 3: "never blocks").
+"""A summariser that takes 3 s per call barely ever blocks a turn (issue 3: "never blocks"), and one
+that never answers in time delays a turn that must compact by at most its deadline (issue 10).
 
 Turns follow back to back as an agent sends them; the fake model takes `MODEL_DELAY_S` to answer.
 Background compaction runs off the request path, so at most 1 turn in 20 waits on the summariser.
@@ -8,9 +9,13 @@ PreparedRequest.waited_on_summarizer), cross-checked with the engine's own recor
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.e2e.conftest import RigFactory
-from tests.e2e.conversation import generate
-from tests.e2e.harness import MODEL, CachedCounter, budget_for, paced_replay, request_tokens
+from tests.e2e.conversation import Conversation, generate, reply_message
+from tests.e2e.harness import JSON, MODEL, CachedCounter, budget_for, paced_replay, request_tokens
+from tests.fakes.upstream import Reply
+from tests.sdk_params import sdk_messages, sdk_tools
 
 TURNS = 60
 SUMMARIZER_DELAY_S = 3.0
@@ -32,3 +37,36 @@ async def test_slow_summariser_rarely_blocks_a_turn(rig: RigFactory) -> None:
     assert len(waited) * 20 <= TURNS, f"turns {waited} waited on the summariser"
     counter = CachedCounter(MODEL)
     assert all(request_tokens(counter, b) <= budget_for() for b in result.forwarded)
+
+
+HANG_GUARD_S = 120.0  # only so a regression fails instead of hanging; never a timing assertion
+
+
+def full_history(conv: Conversation, turns: int) -> list[JSON]:
+    """The client's history after `turns` steps, the scripted answers included."""
+    history: list[JSON] = [conv.system]
+    for step in conv.steps[:turns]:
+        history += [dict(m) for m in step.client] + [reply_message(step)]
+    while history[-1]["role"] == "assistant" and not history[-1].get("tool_calls"):
+        history.pop()  # end on the client's side: a request
+    return history
+
+
+async def test_a_request_that_must_compact_is_answered_past_a_stuck_summariser(rig: RigFactory) -> None:
+    """The summariser never answers in time (issue 10: a request compacting while it took 60 s got
+    no answer within 130 s). The request's compaction deadline passes and it is answered with
+    local summaries; the stuck call goes on off the request path."""
+    r = await rig("slow", delay_s=600.0, deadline_s=0.5)
+    conv = generate(turns=150, seed=7)
+    history = full_history(conv, 120)
+    assert CachedCounter(MODEL).count_messages(history) > budget_for()  # it must compact now
+    r.model.queue(Reply(text="Here is where we are."))
+    raw = await asyncio.wait_for(r.client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=sdk_messages(history), tools=sdk_tools(conv.tools)), HANG_GUARD_S)
+    assert raw.parse().choices[0].message.content == "Here is where we are."
+    assert raw.headers["x-ctxproxy-summarizer-wait"] == "true"
+    prepared = r.engine.prepared[-1]
+    assert prepared.tokens_forwarded <= prepared.budget and prepared.summary_ids
+    levels = {e.level for e in prepared.events if e.outcome == "committed"}
+    assert "extractive" in levels and levels <= {"extractive", "truncation", "elision"}
+    assert len(r.summarizer.requests) <= 1  # at most one LLM call, cut at the deadline

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from compaction.tokens import TokenCounter
 from replay.checks import (
     CachedCounter,
@@ -54,6 +57,17 @@ def test_invented_fact_in_a_ctxproxy_message_is_reported() -> None:
     assert synthetic_messages(forwarded, HISTORY) == [summary]
     assert invented_facts(forwarded, HISTORY) == ["$9,999.00", "2031-01-01"]
     assert invented_facts(HISTORY, HISTORY) == []
+
+
+def test_a_value_quoted_from_decoded_tool_arguments_is_not_invented() -> None:
+    command = 'curl -s "https://docs.example.org/?q=setup&pkg=[otel-0.3.0]" | jq .hits'
+    arguments = json.dumps({"command": command})
+    call: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}]}
+    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "Find the docs."}, call,
+               {"role": "tool", "tool_call_id": "c1", "content": "[]"}]
+    summary: dict[str, Any] = {"role": "system", "content": f"- ran {command} (no hits)"}
+    assert invented_facts([SYSTEM, summary, *history[1:]], history) == []
 
 
 def test_stale_corrected_value_in_the_anchor_block_is_flagged() -> None:

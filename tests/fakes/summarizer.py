@@ -13,6 +13,13 @@ INVENTED = "Order ORD-99999 for $7,777 approved by Zelda Quorn."
 BEHAVIOURS = ("faithful", "inventing", "empty", "verbose", "slow", "failing")
 
 
+def with_invention(faithful: str) -> str:
+    """A faithful summary with one invented decision (its Decisions section made if it had none)."""
+    if "## Decisions\n" in faithful:
+        return faithful.replace("## Decisions\n", f"## Decisions\n- {INVENTED}\n", 1)
+    return f"## Decisions\n- {INVENTED}\n{faithful}"
+
+
 class ScriptedSummarizer:
     """Answers per `behaviour` (or a per-call `script` of behaviours, last one repeating).
 
@@ -60,5 +67,5 @@ class ScriptedSummarizer:
         if behaviour == "slow":
             await asyncio.sleep(self.delay_s)
         if behaviour == "inventing":
-            return faithful.replace("## Decisions\n", f"## Decisions\n- {INVENTED}\n", 1)
+            return with_invention(faithful)
         return faithful
