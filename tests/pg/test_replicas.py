@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
@@ -107,6 +108,21 @@ async def _alternate(pair: Pair, key: str) -> list[dict[str, Any]]:
     return history
 
 
+async def _recall_across(pair: Pair, key: str) -> None:
+    """What replica A stored, replica B finds (search) and A expands back, for the same client key."""
+    auth = {"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession(headers=auth) as http:
+        async with http.post(pair.b.base_url + "/v1/context/search",
+                             json={"pattern": '"turn 0"', "scope": "message"}) as resp:
+            assert resp.status == 200
+            hits = (await resp.json())["data"]
+        assert [h["role"] for h in hits] == ["user"]
+        async with http.post(pair.a.base_url + "/v1/context/expand", json={"ids": [hits[0]["id"]]}) as resp:
+            assert resp.status == 200
+            items = (await resp.json())["data"]
+    assert items[0]["text"].startswith("turn 0: word0")
+
+
 async def _burst(pair: Pair, key: str, history: list[dict[str, Any]]) -> None:
     """Eight copies of the next turn at once, half on each replica: all answered, stored once."""
     history.append({"role": "user", "content": f"burst: {FILLER}"})
@@ -126,6 +142,7 @@ async def _burst(pair: Pair, key: str, history: list[dict[str, Any]]) -> None:
 
 async def test_two_replicas_share_one_conversation(pair: Pair) -> None:
     history = await _alternate(pair, "sk-replica-alternating-0123456789")
+    await _recall_across(pair, "sk-replica-alternating-0123456789")
     await _burst(pair, "sk-replica-alternating-0123456789", history)
 
 
