@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
 from config.errors import StoreError
 
@@ -81,17 +80,30 @@ class Database:
     """The store's one connection (autocommit; explicit transactions), guarded by a lock."""
 
     def __init__(self, url: str) -> None:
+        self._url = url
+        self.conn = self._connect()
+        self.lock = threading.RLock()
+        self._depth = 0  # open transaction() blocks: never reconnect inside one
+
+    def _connect(self) -> psycopg.Connection[Any]:
         try:
-            self.conn = psycopg.connect(url, autocommit=True)
+            return psycopg.connect(self._url, autocommit=True)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store: {_first_line(exc)}") from exc
-        self.lock = threading.RLock()
+
+    def _usable(self) -> None:
+        """A connection the server dropped (restart, failover, idle kill) is replaced before the next
+        statement outside a transaction; the statement that met the loss has failed as a StoreError."""
+        if self.conn.broken or self.conn.closed:
+            self.conn = self._connect()
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> Result:
         """Run one statement of the store's `:name` SQL; psycopg errors become StoreError."""
         returns_id = _INSERT_WITH_ID.match(sql) is not None and "RETURNING" not in sql.upper()
         text = sql + (" RETURNING id" if returns_id else "")
         with self.lock:
+            if not self._depth:
+                self._usable()
             try:  # without parameters psycopg sends the text as is (no `%` processing)
                 cur = (self.conn.execute(to_pyformat(text), params) if params
                        else self.conn.execute(text))
@@ -106,7 +118,10 @@ class Database:
         advisory lock in the order given (held until it ends), so writers of one key serialise
         across processes."""
         with self.lock:
-            outer = self.conn.info.transaction_status == TransactionStatus.IDLE
+            outer = not self._depth
+            if outer:
+                self._usable()
+            self._depth += 1
             try:
                 with self.conn.transaction():
                     for key in lock_keys if outer else ():
@@ -115,6 +130,8 @@ class Database:
             except psycopg.Error as exc:
                 raise StoreError(f"store transaction failed ({_kind(exc)}): "
                                  f"{_first_line(exc)}") from exc
+            finally:
+                self._depth -= 1
 
     def close(self) -> None:
         with self.lock:

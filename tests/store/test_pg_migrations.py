@@ -65,3 +65,17 @@ def test_a_schema_newer_than_the_code_is_refused(pg_url: str) -> None:
 def test_no_server_is_a_store_error_naming_it() -> None:
     with pytest.raises(StoreError, match="cannot open the PostgreSQL store"):
         PgStore.open(StoreSettings(url="postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"))
+
+
+def test_a_dropped_connection_fails_one_statement_and_the_next_reconnects(pg_url: str) -> None:
+    store = PgStore.open(StoreSettings(url=pg_url))
+    tenant = store.for_tenant(store.tenant_id_for_key("sk-x"))
+    pid = store.db.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+    killer = Database(pg_url)
+    killer.execute("SELECT pg_terminate_backend(:pid)", {"pid": pid})  # a server restart, as seen by us
+    killer.close()
+    with pytest.raises(StoreError):
+        tenant.list_conversations()
+    assert tenant.list_conversations() == []  # reconnected
+    assert store.db.execute("SELECT pg_backend_pid()").fetchone()[0] != pid  # type: ignore[index]
+    store.close()
