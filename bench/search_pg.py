@@ -73,18 +73,20 @@ def run(messages: int, n_queries: int, conversations: int = 10) -> dict[str, Any
             "max_ms": timings[-1]}
 
 
+def report(r: dict[str, Any] | None) -> str:
+    if r is None or r.get("skipped"):
+        return "search on PostgreSQL: skipped, no PostgreSQL server answers"
+    return (f"search on PostgreSQL: {r['messages']} messages filled in {r['fill_s']:.1f} s; {r['queries']} "
+            f"queries, {r['hits']} hits; p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
+            f"max {r['max_ms']:.2f} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args(argv)
-    r = run(args.messages, args.queries)
-    if r is None:
-        print("search on PostgreSQL: skipped, no PostgreSQL server answers")
-        return 0
-    print(f"search on PostgreSQL: {r['messages']} messages filled in {r['fill_s']:.1f} s; {r['queries']} "
-          f"queries, {r['hits']} hits; p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
-          f"max {r['max_ms']:.2f} ms")
+    print(report(run(args.messages, args.queries)))
     return 0
 
 

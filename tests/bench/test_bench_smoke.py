@@ -19,6 +19,8 @@ TINY: dict[str, Any] = {
     "memory": memory.Plan(requests=40, warmup=8, conversations=10, concurrency=4, sample_every=10,
                           max_s=120),
     "search": (400, 6, 2),
+    "scale_out": 40,
+    "search_pg": (400, 6),
 }
 
 
@@ -54,7 +56,10 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
         assert all(p["requests"] == 2 and "marginal_us_per_1k" in p for p in points)
     assert [s["requests"] for s in tiny_run["memory"]["samples"]] == [10, 20, 30, 40]
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
-    assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "cpu vs history size", "memory", "search"}
+    assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "cpu vs history size", "memory", "search",
+                                                "scaling out", "search on postgresql"}
+    assert {"direct", "sqlite 1 worker", "sqlite 2 workers"} <= set(tiny_run["scale_out"])
+    assert all(f["rps_one"] > 0 and f["rps_many"] > 0 for f in tiny_run["scale_out"].values() if f)
     lines = run_all.summary_lines(tiny_run)
     assert lines[1] == "litellm proxy: skipped (run make bench-deps)"
     assert sum(line.startswith("cpu [") for line in lines) == 2
