@@ -1,6 +1,7 @@
 """The test PostgreSQL server: one throw-away database per test session, one schema per test.
 
-`CTXPROXY_TEST_PG_URL` names the server (default: the local one, trust auth). Tests that need it skip
+`CTXPROXY_TEST_PG_URL` names the server (default: the local one, trust auth), read when this module is
+first imported (tests/conftest.py imports it before the env is isolated). Tests that need it skip
 with a clear message only when no server answers; the session database is dropped at the end.
 """
 
