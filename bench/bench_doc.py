@@ -76,6 +76,19 @@ def _memory_search(m: dict[str, Any], s: dict[str, Any]) -> list[str]:
             f"db {s['db_mib']} MiB."]
 
 
+def _store(r: dict[str, Any] | None) -> list[str]:
+    if r is None:
+        return []
+    lengths = r["forwarded_per_request_by_length"]
+    by_length = ", ".join(f"{v:.0f} B at {n} messages" for n, v in lengths.items())
+    return ["", "### Store over a soak", "",
+            f"{r['requests']:,} requests over {r['conversations']:,} growing conversations (concurrency "
+            f"{r['concurrency']}): **WAL max {r['wal_max_bytes'] / 2**20:.1f} MiB**, database "
+            f"{r['db_bytes'] / 2**20:.1f} MiB, **{r['bytes_per_message']:.0f} bytes per stored message** "
+            f"(message JSON {r['message_json_bytes'] / max(1, r['messages']):.0f}); forwarded log "
+            f"{r['forwarded_share']:.1%} of the database, {by_length} per forwarded request."]
+
+
 def section(result: dict[str, Any], chart_rel: str) -> str:
     """The markdown of the bench section."""
     meta = result["meta"]
@@ -85,7 +98,7 @@ def section(result: dict[str, Any], chart_rel: str) -> str:
             f"Run time {meta['total_s']} s ({steps}). Raw figures: `bench/out/bench.json`. "
             "LiteLLM's proxy comes from `.venv-litellm-proxy` (`make bench-deps`, run by `make bench`).", ""]
     body = (_throughput(result["throughput"]) + _cpu(result["cpu"], chart_rel)
-            + _memory_search(result["memory"], result["search"]))
+            + _memory_search(result["memory"], result["search"]) + _store(result.get("store")))
     return "\n".join([*head, *body, END])
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cpu_scaling, memory, scale_out, search_bench, search_pg, throughput
+from bench import cpu_scaling, memory, scale_out, search_bench, search_pg, store_soak, throughput
 from bench.common import REPO, fmt_ratio
 
 OUT = REPO / "bench" / "out" / "bench.json"
@@ -32,12 +32,14 @@ def plans(quick: bool) -> dict[str, Any]:
     """Iteration counts: the full run, or a quick one (minutes -> seconds) for trying things out."""
     if not quick:
         return {"throughput": throughput.Counts(), "cpu": cpu_scaling.Plan(), "memory": memory.Plan(),
-                "search": (100_000, 300), "scale_out": 2_000, "search_pg": (100_000, 300)}
+                "search": (100_000, 300), "store": store_soak.Plan(), "scale_out": 2_000,
+                "search_pg": (100_000, 300)}
     return {"throughput": throughput.Counts(n=50, n32=200, ttfb=30, warmup=5),
             "cpu": cpu_scaling.Plan(sizes=(1_000, 10_000, 50_000), min_requests=3, max_requests=6,
                                     min_cpu_s=0.05, warmup=2),
             "memory": memory.Plan(requests=600, warmup=100, conversations=100, sample_every=200),
-            "search": (5_000, 50), "scale_out": 200, "search_pg": (5_000, 50)}
+            "search": (5_000, 50), "store": store_soak.Plan(requests=500, conversations=25),
+            "scale_out": 200, "search_pg": (5_000, 50)}
 
 
 def timed_step(name: str, step: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
@@ -63,6 +65,8 @@ def run(quick: bool = False, with_litellm: bool = True, plan: dict[str, Any] | N
                           cpu_scaling.table, seconds),
         "memory": timed_step("memory", lambda: asyncio.run(memory.run(p["memory"])), memory.table, seconds),
         "search": timed_step("search", lambda: search_bench.run(*p["search"]), search_bench.report, seconds),
+        "store": timed_step("store soak", lambda: asyncio.run(store_soak.run(p["store"])), store_soak.table,
+                            seconds),
         "scale_out": timed_step("scaling out", lambda: asyncio.run(scale_out.run(p["scale_out"])),
                                 lambda r: scale_out.table(r, p["scale_out"]), seconds),
         "search_pg": timed_step("search on postgresql",
@@ -88,7 +92,9 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "ctxproxy_added_p50_ms": t["added"]["ctxproxy"]["p50_ms"],
         "ctxproxy_vs_litellm_added_p50": t["ctxproxy_vs_litellm_added_p50"],
         "ctxproxy_rps_c32_vs_direct": ctx["rps_c32"] / direct["rps_c32"] if direct["rps_c32"] else None,
-        "memory_growth_mb_per_1k": mem["growth_mb_per_1k"], "search_p99_ms": s["p99_ms"]}
+        "memory_growth_mb_per_1k": mem["growth_mb_per_1k"], "search_p99_ms": s["p99_ms"],
+        "wal_max_mib": r["store"]["wal_max_bytes"] / store_soak.MIB,
+        "bytes_per_stored_message": r["store"]["bytes_per_message"]}
     if t["targets"].get("litellm"):
         out["litellm_added_p50_ms"] = t["added"]["litellm"]["p50_ms"]
         llp = t["targets"]["litellm"]
@@ -116,6 +122,8 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
                      f"{fmt_ratio(s[f'cpu_{name}_largest_vs_smallest_per_1k'])} of the smallest")
     lines.append(f"memory: {s['memory_growth_mb_per_1k']:+.2f} MiB per 1k requests; "
                  f"search p99 {s['search_p99_ms']:.2f} ms")
+    lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
+                 f"{s['bytes_per_stored_message']:.0f} bytes per stored message")
     return lines + _scale_out_lines(r)
 
 

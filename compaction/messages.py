@@ -13,6 +13,9 @@ from config.errors import InvalidRequestError
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
+# Text the provider sees in a message that the engine neither reads nor summarises (reasoning items,
+# thinking blocks and their signatures, carried opaque by the API converters): counted, nothing else.
+OPAQUE_TEXT_FIELD = "ctxproxy_opaque_text"
 _TEXT_PART_TYPES = {"text"}
 _USER_PART_TYPES = {"text", "image_url", "input_audio", "file"}
 _PART_TYPES_BY_ROLE: dict[str, set[str]] = {

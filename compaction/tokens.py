@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from compaction import llm
+from compaction.messages import OPAQUE_TEXT_FIELD
 from store.content import part_text
 
 TOKENS_PER_MESSAGE = 3
@@ -124,6 +125,9 @@ class TokenCounter:
         refusal = message.get("refusal")
         if isinstance(refusal, str):
             total += self.count_text(refusal)
+        opaque = message.get(OPAQUE_TEXT_FIELD)
+        if isinstance(opaque, str):
+            total += self.count_text(opaque)
         return total
 
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:

@@ -23,6 +23,8 @@ class CtxProxyError(Exception):
         self.message = message
         self.param = param
         self.code = code if code is not None else self.default_code
+        # Response headers the client must get with the error (a provider's Retry-After, `Allow`).
+        self.headers: dict[str, str] = {}
 
     def to_body(self) -> dict[str, Any]:
         """OpenAI's error JSON shape."""
@@ -67,6 +69,18 @@ class NotFoundError(CtxProxyError):
     default_code = "not_found"
 
 
+class MethodNotAllowedError(CtxProxyError):
+    """A known path asked with a method it does not serve (405); `headers` carries `Allow`."""
+
+    status = 405
+    error_type = "invalid_request_error"
+    default_code = "method_not_allowed"
+
+    def __init__(self, message: str, allowed: list[str]) -> None:
+        super().__init__(message)
+        self.headers = {"Allow": ", ".join(allowed)}
+
+
 class ModelNotFoundError(NotFoundError):
     """The requested model is not in the model list (404, like OpenAI)."""
 
@@ -102,12 +116,14 @@ class UpstreamHTTPError(UpstreamError):
     error_type = "upstream_error"
     default_code = "upstream_error"
 
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
+    def __init__(self, status: int, body: dict[str, Any],
+                 headers: dict[str, str] | None = None) -> None:
         err = body.get("error")
         message = err.get("message") if isinstance(err, dict) else None
         super().__init__(str(message or f"upstream answered {status}"))
         self.upstream_status = status
         self.body = body
+        self.headers = dict(headers or {})  # the provider's rate-limit and request-id headers
 
     def to_body(self) -> dict[str, Any]:
         return self.body

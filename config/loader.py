@@ -371,13 +371,16 @@ def _validate(settings: Settings) -> None:
 
 def _validate_ranges(settings: Settings) -> None:
     """Numeric knobs outside their sane range are errors naming the key."""
-    checks = (("recall.max_rounds", settings.recall.max_rounds, 0, 10),
+    checks: tuple[tuple[str, float, float, float], ...] = (
+              ("recall.max_rounds", settings.recall.max_rounds, 0, 10),
               ("recall.search_limit", settings.recall.search_limit, 1, 100),
               ("summarizer.timeout_s", settings.summarizer.timeout_s, 0.001, 3_600),
               ("summarizer.breaker_failures", settings.summarizer.breaker_failures, 1, 1_000),
               ("summarizer.breaker_reset_s", settings.summarizer.breaker_reset_s, 0.001, 86_400),
               ("store.busy_timeout_ms", settings.store.busy_timeout_ms, 0, 600_000),
               ("store.lease_s", settings.store.lease_s, 1, 86_400))
+    if settings.store.retention_days is not None:
+        checks += (("store.retention_days", settings.store.retention_days, 0.001, 36_500),)
     for key, value, low, high in checks:
         if not low <= value <= high:
             raise ConfigError(f"{key}: must be between {low:g} and {high:g}, got {value}")

@@ -60,7 +60,7 @@ class CompactionSettings:
     reserve_tokens: int = 4_096  # reply reserve when the request sets no max_tokens (<= window/4)
     safety_margin_tokens: int = 256
     fresh_tail_count: int = FRESH_TAIL_COUNT
-    fresh_tail_max_percent: int = 50  # of the budget; the newest group and last user message regardless
+    fresh_tail_max_percent: int = 70  # of the budget; the newest group and last user message regardless
     anchor_max_percent: int = 15  # bounded share of the budget for the anchor block
     leaf_min_fanout: int = LEAF_MIN_FANOUT
     leaf_chunk_tokens: int = LEAF_CHUNK_TOKENS
@@ -123,6 +123,11 @@ class LiteLLMParams:
         return self.api_base is not None or self.provider in ("", "openai")
 
     @property
+    def uses_anthropic_wire(self) -> bool:
+        """True for `anthropic/...` entries: /v1/messages goes to them natively over HTTP."""
+        return self.provider == "anthropic"
+
+    @property
     def upstream_model(self) -> str:
         """The model name the provider expects (prefix stripped)."""
         return self.model.split("/", 1)[1] if "/" in self.model else self.model
@@ -172,6 +177,7 @@ class StoreSettings:
     lease_s: float = 120.0  # a background compaction step's claim; another replica may take it after this
     busy_timeout_ms: int = 5_000
     tenant_secret: str | None = field(default=None, repr=False)  # None: generated once, kept in meta
+    retention_days: float | None = None  # conversations idle longer are deleted; None: kept forever
 
 
 @dataclass(frozen=True)

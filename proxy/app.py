@@ -15,15 +15,15 @@ import aiohttp
 from aiohttp import web
 from structlog.typing import FilteringBoundLogger
 
-from config.errors import CtxProxyError
 from config.settings import Settings
-from proxy import appkeys
+from proxy import appkeys, upkeep
 from proxy.appkeys import EngineAPI
 from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
 from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
-from proxy.server import chat, meta
+from proxy.server import chat, messages, meta, passthrough, responses
+from proxy.server.lifecycle import setup_lifecycle_routes
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
@@ -35,7 +35,6 @@ from store.interface import StoreBackend
 EngineFactory = Callable[[StoreBackend, Settings, Metrics, FilteringBoundLogger], EngineAPI]
 CONNECTOR_LIMIT = 512  # concurrent upstream connections (streams hold one each)
 KEEPALIVE_S = 60.0
-CHECKPOINT_INTERVAL_S = 5.0  # WAL folded into the database file off the request path
 
 
 def default_engine(store: StoreBackend, settings: Settings, metrics: Metrics,
@@ -66,13 +65,20 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory | None = Non
 def _add_routes(app: web.Application) -> None:
     for prefix in ("/v1", ""):
         app.router.add_post(f"{prefix}/chat/completions", chat.chat_completions)
+        app.router.add_post(f"{prefix}/responses", responses.responses)
+    app.router.add_post("/v1/messages", messages.messages)
+    app.router.add_post("/v1/messages/count_tokens", messages.count_tokens)
     app.router.add_get("/v1/models", meta.list_models)
     app.router.add_get("/models", meta.list_models)
+    app.router.add_get("/v1/models/{model_id:.+}", meta.retrieve_model)
+    app.router.add_delete("/v1/models/{model_id:.+}", meta.delete_model)  # fine-tuned models
     app.router.add_get("/healthz", meta.healthz)
     app.router.add_get("/readyz", meta.readyz)
     app.router.add_get("/metrics", meta.metrics)
     setup_context_routes(app)
+    setup_lifecycle_routes(app)
     setup_ui(app)
+    app.router.add_route("*", "/v1/{tail:.*}", passthrough.forward)  # last: every other /v1/ path
 
 
 def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -91,27 +97,24 @@ def _store_size(app: web.Application) -> int:
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:
-    store = open_store(app[appkeys.SETTINGS].store, autocheckpoint=False)
+    settings = app[appkeys.SETTINGS].store
+    store = open_store(settings, autocheckpoint=False)
     app[appkeys.STORE] = store
-    checkpoints = asyncio.create_task(_checkpoint_periodically(store, app[appkeys.LOGGER]))
+    logger = app[appkeys.LOGGER]
+    tasks = [asyncio.create_task(upkeep.checkpoint_periodically(store, settings, logger))]
+    if settings.retention_days is not None:
+        await upkeep.sweep_retention(store, settings.retention_days, logger)
+        tasks.append(asyncio.create_task(upkeep.retain_periodically(store, settings.retention_days,
+                                                                    logger)))
     try:
         yield
     finally:
-        checkpoints.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await checkpoints
-        await asyncio.to_thread(store.checkpoint)
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.to_thread(store.checkpoint, "TRUNCATE")
         store.close()
-
-
-async def _checkpoint_periodically(store: StoreBackend, logger: FilteringBoundLogger) -> None:
-    """WAL checkpoints in a worker thread, so no request's commit pays for syncing the file."""
-    while True:
-        await asyncio.sleep(CHECKPOINT_INTERVAL_S)
-        try:
-            await asyncio.to_thread(store.checkpoint)
-        except CtxProxyError as exc:  # a busy store retries at the next tick
-            logger.warning("store.checkpoint_failed", error=exc.message)
 
 
 def client_session(settings: Settings) -> aiohttp.ClientSession:

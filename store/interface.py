@@ -8,7 +8,7 @@ writes only its own tenant's rows: another tenant's ids behave exactly like none
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from store.models import (
     Anchor,
@@ -53,7 +53,14 @@ class TenantAccess(Protocol):
 
     def message(self, message_id: int) -> StoredMessage: ...
 
+    # Data lifecycle: each deletes conversations with everything they own (messages, summaries and
+    # their sources, anchors, views, events, forwarded log, tool rounds, search index entries) and
+    # leaves none of their text in the store's files once the WAL is emptied.
     def delete_conversation(self, conversation_id: str) -> None: ...
+
+    def delete_tenant(self) -> int: ...  # every conversation of the tenant; returns how many
+
+    def delete_idle(self, before: float) -> int: ...  # last active before `before` (epoch s)
 
     def add_summary(self, draft: SummaryDraft) -> SummaryRecord: ...
 
@@ -106,7 +113,10 @@ class StoreBackend(Protocol):
 
     def tenant_ids(self) -> list[str]: ...
 
-    def checkpoint(self) -> None: ...
+    # Fold the WAL into the database; TRUNCATE also empties the WAL file. True when complete.
+    # `exclusive`: this process's writers wait for it (it cannot be starved). A no-op elsewhere.
+    def checkpoint(self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE", *,
+                   exclusive: bool = False) -> bool: ...
 
     def size_bytes(self) -> int: ...
 

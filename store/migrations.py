@@ -7,6 +7,7 @@ nothing behind and `schema_migrations` only lists what was fully applied. Re-ope
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from config.errors import StoreError
+from store import forwarded
 from store.db import transaction
 
 _INITIAL = """
@@ -204,6 +206,58 @@ _SUMMARY_SCOPE = "'t' || hex({r}.tenant_id) || ' c' || hex({r}.conversation_id)"
 _SEARCH = (_fts_pair("messages", "messages", "text", "id", _MESSAGE_SCOPE)
            + _fts_pair("summaries", "summaries", "content", "num", _SUMMARY_SCOPE))
 
+_FORWARDED_V3 = """
+CREATE TABLE forwarded_v3 (
+    id INTEGER PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    messages_forwarded INTEGER NOT NULL,
+    shared_prefix INTEGER NOT NULL,
+    extends_previous INTEGER,
+    tokens_received INTEGER NOT NULL,
+    tokens_forwarded INTEGER NOT NULL,
+    budget INTEGER NOT NULL,
+    occupancy_json TEXT NOT NULL,
+    compacted INTEGER NOT NULL,
+    view_version INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE forwarded_tips (
+    conversation_id TEXT PRIMARY KEY REFERENCES conversations (id),
+    tenant_id TEXT NOT NULL,
+    hashes BLOB NOT NULL
+);
+"""
+_FORWARDED_COPY = ("INSERT INTO forwarded_v3 (id, tenant_id, conversation_id, messages_forwarded, "
+                   "shared_prefix, extends_previous, tokens_received, tokens_forwarded, budget, "
+                   "occupancy_json, compacted, view_version, created_at) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def _forwarded_in_constant_space(conn: sqlite3.Connection) -> None:
+    """Migration 3: per-request counts instead of every message hash (store/forwarded.py); each
+    conversation's newest hashes become its tip."""
+    for statement in split_statements(_FORWARDED_V3):
+        conn.execute(statement)
+    tips: dict[str, tuple[str, bytes]] = {}
+    old = conn.execute("SELECT id, tenant_id, conversation_id, prefix_hashes_json, tokens_received, "
+                       "tokens_forwarded, budget, occupancy_json, compacted, view_version, created_at "
+                       "FROM forwarded ORDER BY id")
+    for row in old:
+        hashes = json.loads(row[3])
+        packed = forwarded.pack(hashes)
+        previous = tips.get(row[2])
+        shared, extends = forwarded.compare(previous[1] if previous else None, packed)
+        conn.execute(_FORWARDED_COPY, (row[0], row[1], row[2], len(hashes), shared,
+                                       None if extends is None else int(extends), *row[4:]))
+        tips[row[2]] = (row[1], packed)
+    conn.executemany("INSERT INTO forwarded_tips (conversation_id, tenant_id, hashes) VALUES (?, ?, ?)",
+                     [(cid, tenant, packed) for cid, (tenant, packed) in tips.items()])
+    conn.execute("DROP TABLE forwarded")
+    conn.execute("ALTER TABLE forwarded_v3 RENAME TO forwarded")
+    conn.execute("CREATE INDEX forwarded_conversation ON forwarded (conversation_id, id)")
+
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -217,7 +271,9 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "fts5 indexes (unicode61 + trigram) kept in sync by triggers", _SEARCH),
-    Migration(3, "leases on background compaction steps (one process per step)", """
+    Migration(3, "forwarded log in constant space per request, newest hashes as a tip",
+              _forwarded_in_constant_space),
+    Migration(4, "leases on background compaction steps (one process per step)", """
 CREATE TABLE step_leases (
     tenant_id TEXT NOT NULL,
     conversation_id TEXT NOT NULL,

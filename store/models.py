@@ -184,13 +184,18 @@ class ForwardedRecord:
     """What one forwarded request looked like, for prefix-stability and occupancy reporting."""
 
     conversation_id: str
-    prefix_hashes: tuple[str, ...]  # running hash per forwarded message
+    # Running hash per forwarded message: given when recording, compared with the previous request,
+    # not kept (records read back carry an empty tuple and the comparison's results below).
+    prefix_hashes: tuple[str, ...]
     tokens_received: int
     tokens_forwarded: int
     budget: int
     occupancy: dict[str, int]  # tokens by category: system, anchors, summaries, fresh_tail, tools, free
     compacted: bool
     view_version: int
+    messages_forwarded: int = 0  # set by the store when recording
+    shared_prefix: int = 0  # leading messages in common with the previous forwarded request
+    extends_previous: bool | None = None  # the previous request is a prefix of this one (None: first)
 
 
 @dataclass(frozen=True)

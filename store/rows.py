@@ -97,8 +97,10 @@ def event(row: sqlite3.Row) -> CompactionEvent:
 
 
 def forwarded(row: sqlite3.Row) -> ForwardedRecord:
-    return ForwardedRecord(conversation_id=row["conversation_id"],
-                           prefix_hashes=tuple(json.loads(row["prefix_hashes_json"])),
+    extends = row["extends_previous"]
+    return ForwardedRecord(conversation_id=row["conversation_id"], prefix_hashes=(),
                            tokens_received=row["tokens_received"], tokens_forwarded=row["tokens_forwarded"],
                            budget=row["budget"], occupancy=json.loads(row["occupancy_json"]),
-                           compacted=bool(row["compacted"]), view_version=row["view_version"])
+                           compacted=bool(row["compacted"]), view_version=row["view_version"],
+                           messages_forwarded=row["messages_forwarded"], shared_prefix=row["shared_prefix"],
+                           extends_previous=None if extends is None else bool(extends))

@@ -28,12 +28,13 @@ import sqlite_utils
 from config.errors import NotFoundError, StoreError
 from config.settings import StoreSettings
 from store import expand as expand_mod
+from store import forwarded as forwarded_mod
 from store import ingest as ingest_mod
+from store import lifecycle, rows
 from store import reply as reply_mod
-from store import rows
 from store import search as search_mod
 from store.anchors import upsert_anchors
-from store.db import checkpoint, open_database, transaction
+from store.db import CheckpointMode, checkpoint, open_database, run_checkpoint, transaction
 from store.ingest import Cursor
 from store.interface import PassFinisher
 from store.models import (
@@ -53,8 +54,6 @@ from store.models import (
 )
 
 ANONYMOUS_TENANT = "anonymous"
-_CONVERSATION_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "tool_rounds",
-                        "step_leases")
 
 
 class _Rollback(Exception):
@@ -81,9 +80,25 @@ class Store:
         secret = settings.tenant_secret or _stored_secret(db.conn)
         return cls(db, secret, settings)
 
-    def checkpoint(self) -> None:
-        """Fold the WAL into the database file (thread-safe: uses its own connection)."""
-        checkpoint(self.settings.path, self.settings.busy_timeout_ms)
+    def checkpoint(self, mode: CheckpointMode = "PASSIVE", *, exclusive: bool = False) -> bool:
+        """Fold the WAL into the database file (thread-safe); True when complete (TRUNCATE also
+        empties the WAL file). `exclusive` runs it on the serving connection under the store's
+        lock, so no writer of this process can starve it (they wait for it instead)."""
+        if not exclusive or self.settings.path == ":memory:":
+            return checkpoint(self.settings.path, self.settings.busy_timeout_ms, mode)
+        with self.lock:
+            return run_checkpoint(self.conn, mode)
+
+    def scrub(self) -> bool:
+        """After a delete: merge the search indexes (dropping deleted entries) in bounded steps,
+        each its own transaction, then empty the WAL, so the deleted text is in no file; True when
+        the WAL could be emptied now."""
+        for index in lifecycle.FTS_INDEXES:
+            for _ in range(lifecycle.MAX_MERGE_STEPS):
+                with self.lock, transaction(self.conn):
+                    if not lifecycle.merge_step(self.conn, index):
+                        break
+        return self.checkpoint("TRUNCATE")
 
     def close(self) -> None:
         with self.lock:
@@ -212,20 +227,31 @@ class TenantStore:
         return rows.message(row)
 
     def delete_conversation(self, conversation_id: str) -> None:
-        """Delete a conversation and all it owns (index rows go with them through the triggers)."""
+        """Delete a conversation and all it owns, then scrub the files (store/lifecycle.py);
+        NotFoundError for an unknown id. A fork of it keeps its own copy of the shared history."""
         with self._tx(conversation_id):
             self.conversation(conversation_id)
-            params = {"cid": conversation_id}
-            self._run("DELETE FROM summary_sources WHERE tenant_id = :tenant AND summary_id IN "
-                      "(SELECT id FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid)",
-                      params)
-            self._run("DELETE FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid", params)
-            for table in _CONVERSATION_TABLES:
-                self._run(f"DELETE FROM {table} WHERE tenant_id = :tenant AND conversation_id = :cid",
-                          params)
-            self._run("UPDATE conversations SET forked_from = NULL WHERE tenant_id = :tenant "
-                      "AND forked_from = :cid", params)
-            self._run("DELETE FROM conversations WHERE tenant_id = :tenant AND id = :cid", params)
+            lifecycle.delete_conversations(self._run, "id = :cid", {"cid": conversation_id})
+        self._scrub()
+
+    def delete_tenant(self) -> int:
+        """Delete every conversation of this tenant (and all they own); how many went."""
+        return self._delete_scrubbed("1 = 1", {})
+
+    def delete_idle(self, before: float) -> int:
+        """Delete this tenant's conversations last active before `before` (epoch s): retention."""
+        return self._delete_scrubbed("updated_at < :before", {"before": before})
+
+    def _delete_scrubbed(self, selector: str, params: dict[str, object]) -> int:
+        with self._tx():
+            count = lifecycle.delete_conversations(self._run, selector, params)
+        if count:
+            self._scrub()
+        return count
+
+    def _scrub(self) -> None:
+        """Leave no deleted text in the store's files (Store.scrub)."""
+        self._store.scrub()
 
     # -- summaries and views ---------------------------------------------------------------------
 
@@ -406,27 +432,28 @@ class TenantStore:
         return [rows.event(r) for r in found]
 
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
-        """Store it; True when the previous forwarded prefix is a prefix of this one (None if first)."""
+        """Store it in constant space (store/forwarded.py); True when the previous forwarded request
+        is a prefix of this one (None if first)."""
         with self._tx(rec.conversation_id):
-            # One statement checks the conversation and fetches the previous forwarded prefix.
-            last = self._one("SELECT f.prefix_hashes_json FROM conversations c LEFT JOIN forwarded f ON "
-                             "f.id = (SELECT id FROM forwarded WHERE tenant_id = c.tenant_id AND "
-                             "conversation_id = c.id ORDER BY id DESC LIMIT 1) "
-                             "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
-                             f"conversation {rec.conversation_id!r}")
-            extends: bool | None = None
-            if last[0] is not None:
-                previous = json.loads(last[0])
-                extends = list(rec.prefix_hashes[: len(previous)]) == previous
-            self._run("INSERT INTO forwarded (tenant_id, conversation_id, prefix_hashes_json, "
-                      "tokens_received, tokens_forwarded, budget, occupancy_json, compacted, view_version, "
-                      "extends_previous, created_at) VALUES (:tenant, :cid, :hashes, :received, "
-                      ":forwarded, :budget, :occupancy, :compacted, :view, :extends, :now)",
-                      {"cid": rec.conversation_id, "hashes": rows.dumps(list(rec.prefix_hashes)),
+            # One statement checks the conversation and fetches the previous request's tip.
+            tip = self._one("SELECT t.hashes FROM conversations c LEFT JOIN forwarded_tips t ON "
+                            "t.conversation_id = c.id AND t.tenant_id = :tenant "
+                            "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
+                            f"conversation {rec.conversation_id!r}")
+            packed = forwarded_mod.pack(rec.prefix_hashes)
+            shared, extends = forwarded_mod.compare(tip[0], packed)
+            self._run("INSERT INTO forwarded (tenant_id, conversation_id, messages_forwarded, shared_prefix, "
+                      "extends_previous, tokens_received, tokens_forwarded, budget, occupancy_json, "
+                      "compacted, view_version, created_at) VALUES (:tenant, :cid, :count, :shared, "
+                      ":extends, :received, :forwarded, :budget, :occupancy, :compacted, :view, :now)",
+                      {"cid": rec.conversation_id, "count": len(rec.prefix_hashes), "shared": shared,
+                       "extends": None if extends is None else int(extends),
                        "received": rec.tokens_received, "forwarded": rec.tokens_forwarded,
                        "budget": rec.budget, "occupancy": rows.dumps(rec.occupancy),
-                       "compacted": int(rec.compacted), "view": rec.view_version,
-                       "extends": None if extends is None else int(extends), "now": time.time()})
+                       "compacted": int(rec.compacted), "view": rec.view_version, "now": time.time()})
+            self._run("INSERT INTO forwarded_tips (tenant_id, conversation_id, hashes) VALUES "
+                      "(:tenant, :cid, :hashes) ON CONFLICT (conversation_id) DO UPDATE SET "
+                      "hashes = excluded.hashes", {"cid": rec.conversation_id, "hashes": packed})
             return extends
 
     def forwarded(self, conversation_id: str) -> list[ForwardedRecord]:

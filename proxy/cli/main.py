@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "proxy.cli.inspect",
     "proxy.cli.replay",
     "proxy.cli.recall",
+    "proxy.cli.lifecycle",
 ]
 
 
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_serve(sub: Any) -> None:
     help_text = ("run the proxy: POST /v1/chat/completions, GET /v1/models, /healthz, /readyz, "
-                 "/metrics, POST /v1/context/search, /v1/context/expand, and /ui when "
+                 "/metrics, POST /v1/context/search, /v1/context/expand, DELETE "
+                 "/v1/context/conversations/{id}, /v1/context/tenant, and /ui when "
                  "server.admin_key is set")
     p = sub.add_parser("serve", help=help_text, description=help_text)
     p.add_argument("--config", metavar="FILE",

@@ -4,7 +4,9 @@
 [--config FILE] [--json] [--chart out.png] [--limit N] [--async]`. FILE is JSONL in one of two
 formats, told apart by its first line: one conversation a line, `{"id", "messages", "tools"?,
 "checks"?}` (replay/records.py; the eval's generators write such files), or one real agent session,
-`{"meta"}` then `{"tools"}` then one message a line (replay/trajectory.py). A malformed line is
+`{"meta"}` then `{"tools"}` then one message a line (replay/trajectory.py), or a request log: one
+body of /v1/chat/completions, /v1/responses or /v1/messages a line (proxy/cli/replay_bodies.py,
+a body extending an earlier one continues its conversation). A malformed line is
 reported with its line number. Each request is planned by the real Engine over a throw-away
 store (replay/run.py); nothing is sent to any provider unless --summarizer names a real model.
 This module is presentation only: arguments, progress bar, rich tables, JSON, chart.
@@ -142,15 +144,15 @@ def _cost(cost: float | None, full: float | None) -> str:
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from proxy.cli.replay_bodies import read_any
     from replay.chart import require_charts
-    from replay.trajectory import read_recorded
 
     out = out or sys.stdout
     try:
         if args.chart:  # fail before a long replay, not after it
             require_charts()
         settings = load_settings(args.config, os.environ if env is None else env)
-        convs = read_recorded(args.file)[: args.limit]
+        convs = read_any(args.file)[: args.limit]
     except (CtxProxyError, OSError, UnicodeDecodeError) as exc:
         print(f"ctxproxy replay: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return EXIT_ERROR

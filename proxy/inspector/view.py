@@ -240,8 +240,7 @@ def event_row(event: CompactionEvent) -> dict[str, Any]:
 # Occupancy and prefix stability
 
 
-def occupancy_point(index: int, rec: ForwardedRecord, extends: bool | None,
-                    shared: int) -> dict[str, Any]:
+def occupancy_point(index: int, rec: ForwardedRecord) -> dict[str, Any]:
     """One forwarded request: tokens by category (free derived when absent) plus totals."""
     cats = {c: int(rec.occupancy.get(c, 0)) for c in OCCUPANCY_CATEGORIES if c != "free"}
     used = sum(cats.values())
@@ -256,32 +255,15 @@ def occupancy_point(index: int, rec: ForwardedRecord, extends: bool | None,
         "compacted": rec.compacted,
         "used": used,
         "occupancy": cats,
-        "messages_forwarded": len(rec.prefix_hashes),
-        "shared_prefix": shared,
-        "extends_previous": extends,
+        "messages_forwarded": rec.messages_forwarded,
+        "shared_prefix": rec.shared_prefix,
+        "extends_previous": rec.extends_previous,
     }
 
 
-def shared_prefix(prev: Sequence[str], cur: Sequence[str]) -> int:
-    """How many leading forwarded messages two requests have in common."""
-    n = 0
-    for a, b in zip(prev, cur, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
 def occupancy_series(records: Sequence[ForwardedRecord]) -> list[dict[str, Any]]:
-    """Occupancy per forwarded request in order, numbered from 1."""
-    points = []
-    prev: tuple[str, ...] | None = None
-    for i, rec in enumerate(records, start=1):
-        shared = shared_prefix(prev, rec.prefix_hashes) if prev is not None else 0
-        extends = None if prev is None else shared == len(prev)
-        points.append(occupancy_point(i, rec, extends, shared))
-        prev = rec.prefix_hashes
-    return points
+    """Occupancy per forwarded request in order, numbered from 1 (prefix comparison by the store)."""
+    return [occupancy_point(i, rec) for i, rec in enumerate(records, start=1)]
 
 
 def prefix_stability(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -66,6 +66,7 @@ class RequestRecord:
     tokens_received: int | None = None
     tokens_forwarded: int | None = None
     tokens_out: int | None = None
+    cache_read_tokens: int | None = None  # prompt tokens the provider reports read from its cache
     budget_unused_ratio: float | None = None  # share of the input budget the forwarded request left
     compacted: bool | None = None
     summarizer_wait: bool | None = None  # this turn waited on a synchronous summariser call

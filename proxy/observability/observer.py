@@ -18,7 +18,8 @@ STEP_EVENT = "compaction.step"
 
 
 def step_fields(event: CompactionEvent) -> dict[str, Any]:
-    """The `compaction.step` line's fields: the whole provenance record, plus a few derived ones."""
+    """The `compaction.step` line's fields: the provenance record (ids and counts, no conversation
+    text), plus a few derived ones."""
     fields = asdict(event)
     fields["event_id"] = fields.pop("id")
     fields["compaction_level"] = fields.pop("level")  # `level` is the log level's key
@@ -26,8 +27,8 @@ def step_fields(event: CompactionEvent) -> dict[str, Any]:
     fields["tokens_saved"] = max(0, event.tokens_before - event.tokens_after)
     messages = event.source_message_ids
     fields["source_message_range"] = [min(messages), max(messages)] if messages else None
-    if event.verification != "failed" and not event.rejected_facts:
-        fields.pop("rejected_facts")
+    # Rejected facts are conversation text: counted here, kept only in the store (which a delete erases).
+    fields["rejected_facts"] = len(fields.pop("rejected_facts"))
     return fields
 
 
@@ -55,7 +56,7 @@ class ProxyObserver:
         self._metrics.observe_level_rejected(reason)
         self._log.warning("compaction.level_rejected", conversation_id=conversation_id,
                           summarizer_model=model, level=level, reason=reason, error=error,
-                          rejected_facts=list(rejected_facts))
+                          rejected_facts=len(rejected_facts))
 
     def on_background_error(self, conversation_id: str, attempt: int, error: str) -> None:
         self._log.warning("compaction.background_failed", conversation_id=conversation_id,

@@ -20,11 +20,13 @@ from store.interface import TenantAccess
 KEYLESS_RECALL = "recall needs an API key: keyless callers share one anonymous tenant"
 
 
-def _tenant_store(request: web.Request) -> TenantAccess:
+def caller_tenant(request: web.Request, keyless: str = KEYLESS_RECALL) -> TenantAccess:
+    """The bearer key's own TenantAccess (401 saying `keyless` without a key); records the tenant
+    on the request."""
     store = request.app[appkeys.STORE]
     key = bearer_key(request)
     if key is None:
-        raise AuthenticationError(KEYLESS_RECALL, code="missing_api_key")
+        raise AuthenticationError(keyless, code="missing_api_key")
     tenant = store.tenant_id_for_key(key)
     record = request.get(appkeys.RECORD)
     if record is not None:
@@ -35,14 +37,14 @@ def _tenant_store(request: web.Request) -> TenantAccess:
 
 async def context_search(request: web.Request) -> web.Response:
     """Hits ranked by bm25 (more negative = better), in OpenAI's list envelope."""
-    tenant = _tenant_store(request)  # 401 before the body is even read
+    tenant = caller_tenant(request)  # 401 before the body is even read
     hits = run_search(tenant, search_query(await read_json_object(request)))
     return web.json_response(as_list([hit_json(h) for h in hits]))
 
 
 async def context_expand(request: web.Request) -> web.Response:
     """Full messages and summaries (with their sources), in the order asked."""
-    tenant = _tenant_store(request)
+    tenant = caller_tenant(request)
     items = tenant.expand(expand_ids(await read_json_object(request)))
     return web.json_response(as_list([item_json(i) for i in items]))
 

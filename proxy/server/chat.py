@@ -35,6 +35,7 @@ from proxy.upstream.wire import first_message
 
 CONVERSATION_HEADER = "X-Conversation-Id"
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
+CLIENT_HEADERS = frozenset({"user-agent"})  # forwarded whoever's key is used
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
@@ -85,8 +86,10 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return body
 
 
-async def prepare_turn(request: web.Request, body: dict[str, Any], started: float) -> Turn:
-    """Resolve the model and tenant, build the ChatTurn and let the engine prepare it."""
+async def prepare_turn(request: web.Request, body: dict[str, Any], started: float, *,
+                       recall_tools: bool = True) -> Turn:
+    """Resolve the model and tenant, build the ChatTurn and let the engine prepare it.
+    `recall_tools=False`: an API whose handler does not run the recall tool loop (never offered)."""
     app = request.app
     record = request[appkeys.RECORD]
     model = body.get("model")
@@ -104,6 +107,8 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     tenant = app[appkeys.STORE].tenant_id_for_key(client_key)
     record.tenant_id = tenant
     turn = await _build_turn(request, body, entry, tenant, client_key)
+    if not recall_tools:
+        turn = replace(turn, offer_recall=False)
     prepared: PreparedRequest = await app[appkeys.ENGINE].prepare(turn)
     record.conversation_id = prepared.conversation_id
     record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
@@ -123,14 +128,15 @@ def upstream_params(params: LiteLLMParams, server: ServerSettings,
     """The entry's params as this request uses them.
 
     litellm's `timeout`/`stream_timeout` default to server.upstream_timeout_s (the fast path gets
-    the same limit from its session). The client's OpenAI-Organization/-Project/-Beta headers go
-    along only with the client's own key to an OpenAI-wire upstream: with the operator's key they
-    would pick the operator's organisation or project.
+    the same limit from its session). The client's User-Agent always reaches an OpenAI-wire upstream;
+    its OpenAI-Organization/-Project/-Beta headers only with the client's own key: with the
+    operator's key they would pick the operator's organisation or project.
     """
     extra = {"timeout": server.upstream_timeout_s, "stream_timeout": server.upstream_timeout_s,
              **params.extra}
-    if params.api_key is None and uses_openai_wire(params):
-        forwarded = {k: v for k, v in client_headers.items() if k.lower() in CLIENT_ACCOUNT_HEADERS}
+    if uses_openai_wire(params):
+        passed = CLIENT_HEADERS | (CLIENT_ACCOUNT_HEADERS if params.api_key is None else frozenset())
+        forwarded = {k: v for k, v in client_headers.items() if k.lower() in passed}
         configured = params.extra.get("extra_headers") or params.extra.get("headers")
         if forwarded and (configured is None or isinstance(configured, dict)):
             extra["extra_headers"] = {**forwarded, **(configured or {})}  # the operator's win
@@ -165,12 +171,13 @@ def _max_reply_tokens(body: dict[str, Any]) -> int | None:
 
 
 def bearer_key(request: web.Request) -> str | None:
-    """The client's API key from `Authorization: Bearer ...` (None when absent)."""
+    """The client's API key from `Authorization: Bearer ...`, else `x-api-key` (the anthropic
+    SDK's header); None when absent."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    return None
+    return request.headers.get("x-api-key", "").strip() or None
 
 
 def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLLMParams) -> dict[str, Any]:
@@ -189,7 +196,7 @@ def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLL
     return out
 
 
-def _headers(t: Turn, upstream_s: float) -> dict[str, str]:
+def ctxproxy_headers(t: Turn, upstream_s: float) -> dict[str, str]:
     overhead_ms = max(0.0, (time.perf_counter() - t.started - upstream_s) * 1000)
     t.request[appkeys.RECORD].overhead_ms = round(overhead_ms, 3)
     return {"X-Ctxproxy-Conversation-Id": t.prepared.conversation_id,
@@ -211,13 +218,14 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
     record.upstream_status = reply.status
     usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
     record.tokens_out = usage.get("completion_tokens") if usage else None
+    record.cache_read_tokens = cached_prompt_tokens(usage)
     message = first_message(reply.data)
     engine = t.request.app[appkeys.ENGINE]
     if message is not None:
         engine.record_reply(t.prepared, t.turn, message)
     engine.after_turn(t.prepared, t.turn)
-    headers = {**reply.headers, **_headers(t, upstream_s)}
-    _observe_timing(t, upstream_s)
+    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
+    observe_timing(t, upstream_s)
     return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
 
 
@@ -231,7 +239,7 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
         raise
     record.upstream_status = stream.status
     response = web.StreamResponse(status=200, headers={
-        **stream.headers, **SSE_HEADERS, **_headers(t, time.perf_counter() - began)})
+        **stream.headers, **SSE_HEADERS, **ctxproxy_headers(t, time.perf_counter() - began)})
     try:
         await response.prepare(t.request)
         t.request[PREPARED_RESPONSE] = response  # from here on, errors must not start a new response
@@ -253,7 +261,7 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
         t.request.app[appkeys.LOGGER].error(
             "reply_store_failed", conversation_id=t.prepared.conversation_id,
             error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
-    _observe_timing(t, upstream_s, header_overhead=True)
+    observe_timing(t, upstream_s, header_overhead=True)
     await response.write_eof()
     return response
 
@@ -262,6 +270,7 @@ def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
     record = t.request[appkeys.RECORD]
     engine = t.request.app[appkeys.ENGINE]
     record.tokens_out = outcome.assembler.completion_tokens
+    record.cache_read_tokens = cached_prompt_tokens(outcome.assembler.usage)
     if outcome.complete and outcome.storable:
         engine.record_reply(t.prepared, t.turn, outcome.assembler.message())
     else:
@@ -273,7 +282,14 @@ def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
     engine.after_turn(t.prepared, t.turn)
 
 
-def _observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -> None:
+def cached_prompt_tokens(usage: Mapping[str, Any] | None) -> int | None:
+    """`usage.prompt_tokens_details.cached_tokens` of a chat completion, when the provider reports it."""
+    details = (usage or {}).get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) else None
+
+
+def observe_timing(t: Turn, upstream_s: float, header_overhead: bool = False) -> None:
     metrics = t.request.app[appkeys.METRICS]
     record = t.request[appkeys.RECORD]
     metrics.observe_upstream_latency(upstream_s)

@@ -15,28 +15,43 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from config.errors import CtxProxyError, InvalidRequestError, NotFoundError, http_status
+from config.errors import (
+    CtxProxyError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+    http_status,
+)
 from proxy import appkeys
 from proxy.error_mapping import internal_error, to_ctxproxy_error
 from proxy.observability.logging import RequestRecord
+from proxy.wire.anthropic_errors import anthropic_error_body, is_anthropic_route
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 RECALL_ROUTES = {"/v1/context/search": "search", "/v1/context/expand": "expand"}
+SERVED_PATHS = ("/v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, "
+                "/v1/models, /v1/context/search, /v1/context/expand, any other /v1/... path (forwarded "
+                "to the model's upstream), /healthz, /readyz, /metrics and /ui")
 # Set by a handler once its streamed response is prepared: a later error cannot start a new one.
 PREPARED_RESPONSE = web.RequestKey("prepared_response", web.StreamResponse)
 
 
-def error_response(error: CtxProxyError) -> web.Response:
-    """The HTTP response for a CtxProxyError (upstream errors keep their own status and body)."""
-    return web.json_response(error.to_body(), status=http_status(error))
+def error_response(error: CtxProxyError, *, anthropic: bool = False) -> web.Response:
+    """The HTTP response for a CtxProxyError (upstream errors keep their own status and body),
+    in Anthropic's shape on the Anthropic routes."""
+    status = http_status(error)
+    body = anthropic_error_body(error, status) if anthropic else error.to_body()
+    return web.json_response(body, status=status, headers=error.headers)
 
 
-def _from_http_exception(exc: web.HTTPException) -> CtxProxyError:
+def _from_http_exception(request: web.Request, exc: web.HTTPException) -> CtxProxyError:
     if exc.status == 404:
-        return NotFoundError(f"no route for this path: {exc.reason}", code="not_found")
-    if exc.status == 405:
-        return InvalidRequestError("method not allowed on this path", code="method_not_allowed")
+        return NotFoundError(f"ctxproxy has no route for {request.method} {request.path}; it serves "
+                             f"{SERVED_PATHS}", code="not_found")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        return MethodNotAllowedError(f"{request.method} is not allowed on {request.path}",
+                                     sorted(exc.allowed_methods))
     mapped = to_ctxproxy_error(exc)
     if mapped is not None:
         return mapped
@@ -52,7 +67,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return _failed(request, _from_http_exception(exc))
+        return _failed(request, _from_http_exception(request, exc))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception as exc:
@@ -74,7 +89,7 @@ def _failed(request: web.Request, error: CtxProxyError) -> web.StreamResponse:
         request.app[appkeys.LOGGER].error("error_after_response_started", path=request.path,
                                           error_code=error.code)
         return started
-    return error_response(error)
+    return error_response(error, anthropic=is_anthropic_route(request.path))
 
 
 @web.middleware

@@ -23,7 +23,8 @@ from proxy.upstream.sse import DONE, SSEParser, event_data
 from proxy.upstream.wire import compact_json
 
 # Response headers worth relaying to the client (rate-limit hints, request ids).
-RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after")
+RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after", "request-id",
+                           "anthropic-ratelimit-")
 # ...except the account behind the key: the operator's organisation/project when the key is theirs.
 WITHHELD_HEADERS = frozenset({"openai-organization", "openai-project"})
 MISSING_API_KEY = ("You didn't provide an API key. You need to provide your API key in an "
@@ -81,17 +82,18 @@ class UpstreamRouter:
 
 
 class OpenAIUpstream:
-    """POST {api_base}/chat/completions with the shared session."""
+    """POST {api_base}/{path} with the shared session (`chat/completions`, or `responses`)."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(self, session: aiohttp.ClientSession, path: str = "chat/completions") -> None:
         self._session = session
+        self._path = path
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
         resp = await self._post(params, body, api_key)
         raw = await _read_all(resp)
         if resp.status >= 400:
-            raise upstream_http_error(resp.status, raw, params)
+            raise upstream_http_error(resp.status, raw, params, resp.headers)
         try:
             data = json.loads(raw)
         except ValueError:
@@ -104,12 +106,12 @@ class OpenAIUpstream:
                           api_key: str | None) -> StreamingReply:
         resp = await self._post(params, body, api_key)
         if resp.status >= 400:
-            raise upstream_http_error(resp.status, await _read_all(resp), params)
-        return _AiohttpStream(resp)
+            raise upstream_http_error(resp.status, await _read_all(resp), params, resp.headers)
+        return AiohttpStream(resp)
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
                     api_key: str | None) -> aiohttp.ClientResponse:
-        url = f"{(params.api_base or OPENAI_API_BASE).rstrip('/')}/chat/completions"
+        url = f"{(params.api_base or OPENAI_API_BASE).rstrip('/')}/{self._path}"
         with provider_call():
             return await self._session.post(url, data=compact_json(body),
                                             headers=request_headers(params, api_key),
@@ -143,7 +145,7 @@ def request_headers(params: LiteLLMParams, api_key: str | None) -> dict[str, str
     return headers
 
 
-class _AiohttpStream:
+class AiohttpStream:
     """Events of one streaming reply; `aclose` returns a finished stream's connection to the pool
     and drops an unfinished one (so the provider stops generating)."""
 
@@ -184,21 +186,26 @@ class _AiohttpStream:
         return self._resp.content.at_eof()
 
 
-def upstream_http_error(status: int, raw: bytes, params: LiteLLMParams | None = None) -> CtxProxyError:
-    """A provider error: passed through unchanged when it is OpenAI-shaped JSON, else a 502.
+def upstream_http_error(status: int, raw: bytes, params: LiteLLMParams | None = None,
+                        headers: Any = None) -> CtxProxyError:
+    """A provider error: passed through unchanged when it is OpenAI-shaped JSON, else a 502; either
+    way with the provider's Retry-After, rate-limit and request-id headers (`relayed_headers`).
 
     A 401/403 to the operator's configured key is the proxy's problem, not the client's: a 502
     (relaying it would blame a key the client never sent and echo a fragment of the operator's)."""
+    relayed = relayed_headers(headers or {})
     try:
         body = json.loads(raw)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict | str):
-        return for_keyed_entry(params, UpstreamHTTPError(status, body))
+        return for_keyed_entry(params, UpstreamHTTPError(status, body, relayed))
     if params is not None and params.api_key and status in (401, 403):
         return UpstreamError(CREDENTIALS_REJECTED, code="upstream_credentials_rejected")
     snippet = raw[:200].decode("utf-8", "replace")
-    return UpstreamError(f"the upstream provider answered {status} without an error body: {snippet!r}")
+    error = UpstreamError(f"the upstream provider answered {status} without an error body: {snippet!r}")
+    error.headers = relayed
+    return error
 
 
 def relayed_headers(headers: Any) -> dict[str, str]:

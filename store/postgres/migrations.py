@@ -68,11 +68,14 @@ CREATE TABLE compaction_events (
 CREATE INDEX compaction_events_conversation ON compaction_events (conversation_id, id);
 CREATE TABLE forwarded (
     id BIGSERIAL PRIMARY KEY, tenant_id TEXT NOT NULL,
-    conversation_id TEXT NOT NULL REFERENCES conversations (id), prefix_hashes_json TEXT NOT NULL,
-    tokens_received BIGINT NOT NULL, tokens_forwarded BIGINT NOT NULL, budget BIGINT NOT NULL,
-    occupancy_json TEXT NOT NULL, compacted BIGINT NOT NULL, view_version BIGINT NOT NULL,
-    extends_previous BIGINT, created_at DOUBLE PRECISION NOT NULL);
+    conversation_id TEXT NOT NULL REFERENCES conversations (id), messages_forwarded BIGINT NOT NULL,
+    shared_prefix BIGINT NOT NULL, extends_previous BIGINT, tokens_received BIGINT NOT NULL,
+    tokens_forwarded BIGINT NOT NULL, budget BIGINT NOT NULL, occupancy_json TEXT NOT NULL,
+    compacted BIGINT NOT NULL, view_version BIGINT NOT NULL, created_at DOUBLE PRECISION NOT NULL);
 CREATE INDEX forwarded_conversation ON forwarded (conversation_id, id);
+CREATE TABLE forwarded_tips (
+    conversation_id TEXT PRIMARY KEY REFERENCES conversations (id), tenant_id TEXT NOT NULL,
+    hashes BYTEA NOT NULL);
 CREATE TABLE tool_rounds (
     id BIGSERIAL PRIMARY KEY, tenant_id TEXT NOT NULL,
     conversation_id TEXT NOT NULL REFERENCES conversations (id), calls_json TEXT NOT NULL,

@@ -15,7 +15,7 @@ import hmac
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from config.errors import StoreError
 from config.settings import StoreSettings
@@ -80,8 +80,10 @@ class PgStore:
                                 "ORDER BY MAX(updated_at) DESC, tenant_id")
         return [str(row[0]) for row in found]
 
-    def checkpoint(self) -> None:
-        """Nothing to do: the server checkpoints its own WAL."""
+    def checkpoint(self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE", *,
+                   exclusive: bool = False) -> bool:
+        """Nothing to do: the server checkpoints its own WAL (always complete)."""
+        return True
 
     def size_bytes(self) -> int:
         """Tables and indexes of the store's schema, as PostgreSQL counts them."""
@@ -167,6 +169,9 @@ class PgTenantStore(TenantStore):
                 raise _Rollback
         except _Rollback:
             return active
+
+    def _scrub(self) -> None:
+        """Deleted rows are dead tuples until (auto)vacuum reclaims them; nothing to do here."""
 
     def search(self, q: SearchQuery) -> list[SearchHit]:
         """Full-text search (store/postgres/search.py); a named conversation must be this tenant's."""

@@ -60,9 +60,10 @@ def test_a_chunk_freeing_far_more_than_needed_is_traded_for_a_trim() -> None:
 def test_the_fresh_tail_is_sized_on_what_the_history_may_use() -> None:
     big_task = entries([("a", 40), ("t", 200)])
     big_task[0] = Entry("message", "0", 4_000, "user", 0, 0, message_id=100)
-    assert tail_cap(view(big_task, system_tokens=500), BUDGET) == (BUDGET.messages - 4_500) // 2
-    assert tail_cap(view(entries([("a", 40)])), BUDGET) == (BUDGET.messages - 50) // 2  # a short task
-    assert (BUDGET.messages - 50) // 2 <= BUDGET.fresh_tail_max
+    share = BUDGET.fresh_tail_max_percent
+    assert tail_cap(view(big_task, system_tokens=500), BUDGET) == (BUDGET.messages - 4_500) * share // 100
+    short = tail_cap(view(entries([("a", 40)])), BUDGET)  # a short task: capped by the budget's share
+    assert short == min(BUDGET.fresh_tail_max, (BUDGET.messages - 50) * share // 100)
 
 
 def test_an_elision_is_never_offered_as_a_prepared_summary() -> None:

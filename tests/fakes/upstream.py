@@ -18,6 +18,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tests.fakes import responses_api
+
 JSON = dict[str, Any]
 
 
@@ -36,6 +38,7 @@ class Reply:
     gate: asyncio.Event | None = None  # stream: wait for it before sending the 2nd event
     finish_reason: str | None = None
     usage: JSON | None = None
+    reasoning: bool = False  # Responses API: a reasoning item (encrypted content) first
 
 
 @dataclass
@@ -45,6 +48,7 @@ class ErrorReply:
     status: int
     body: Any = None
     delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. Retry-After, x-ratelimit-*
 
 
 Script = Reply | ErrorReply
@@ -56,6 +60,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: JSON
+    method: str = "POST"
+    raw: bytes = b""  # the exact bytes received (the other /v1/ APIs, forwarded unchanged)
 
 
 def tool_call(call_id: str, name: str, arguments: Any) -> JSON:
@@ -78,6 +84,9 @@ class FakeUpstream:
         for prefix in ("/v1", ""):
             self.app.router.add_post(f"{prefix}/chat/completions", self._completions)
         self.app.router.add_get("/v1/models", self._models)
+        self.app.router.add_post("/v1/responses", self._responses)
+        self.models: list[str] = []  # what GET /v1/models lists
+        self.app.router.add_route("*", "/v1/{tail:.*}", self._other_api)
 
     async def start(self) -> FakeUpstream:
         self.server = TestServer(self.app)  # handler_cancellation is on in TestServer
@@ -107,8 +116,45 @@ class FakeUpstream:
                 return chosen
         return self.scripts.pop(0) if self.scripts else Reply()
 
-    async def _models(self, _request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": []})
+    async def _models(self, request: web.Request) -> web.Response:
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), {}, "GET"))
+        return web.json_response({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]})
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        """The Responses API: JSON, or its typed SSE events when the request streams."""
+        body = await request.json()
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        script = self._next_script(body)
+        if isinstance(script, ErrorReply):
+            return _error_response(script)
+        items = responses_api.output_items(script.text, script.tool_calls, script.reasoning)
+        if not body.get("stream"):
+            return web.json_response(responses_api.response_json(body, items))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i, event in enumerate(responses_api.sse_events(body, items, script.chunk_size)):
+            if script.cut_after is not None and i >= script.cut_after:
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+    async def _other_api(self, request: web.Request) -> web.StreamResponse:
+        """Embeddings, completions, moderations, models/{id} and an echo for anything else."""
+        raw = await request.read()
+        body = _json_or_empty(raw)
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body,
+                                             request.method, raw))
+        head = self.scripts[0] if self.scripts else None
+        if isinstance(head, ErrorReply):
+            self.scripts.pop(0)
+            return _error_response(head)
+        answer = other_api_json(request.match_info["tail"], request.method, body, raw)
+        return web.json_response(answer, headers={"x-request-id": "req_fake_other",
+                                                  "x-ratelimit-remaining-requests": "99"})
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -117,8 +163,7 @@ class FakeUpstream:
         if script.delay_s:
             await asyncio.sleep(script.delay_s)
         if isinstance(script, ErrorReply):
-            raw = script.body if isinstance(script.body, bytes) else json.dumps(script.body).encode()
-            return web.Response(status=script.status, body=raw, content_type="application/json")
+            return _error_response(script)
         if body.get("stream"):
             return await self._stream(request, body, script)
         return web.json_response(completion_json(body, script))
@@ -145,6 +190,43 @@ class FakeUpstream:
             raise
         await response.write_eof()
         return response
+
+
+def _error_response(script: ErrorReply) -> web.Response:
+    raw = script.body if isinstance(script.body, bytes) else json.dumps(script.body).encode()
+    return web.Response(status=script.status, body=raw, content_type="application/json",
+                        headers=script.headers)
+
+
+def _json_or_empty(raw: bytes) -> JSON:
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def other_api_json(tail: str, method: str, body: JSON, raw: bytes) -> JSON:
+    """OpenAI-shaped answers of the APIs ctxproxy forwards without compaction."""
+    model = body.get("model", "fake")
+    usage = {"prompt_tokens": 3, "total_tokens": 3}
+    if tail == "embeddings":
+        given = body.get("input")
+        inputs: list[Any] = given if isinstance(given, list) else [given]
+        return {"object": "list", "model": model, "usage": usage, "data": [
+            {"object": "embedding", "index": i, "embedding": [0.5, -0.25, float(i)]}
+            for i in range(len(inputs))]}
+    if tail == "completions":
+        return {"id": "cmpl-fake", "object": "text_completion", "created": 0, "model": model,
+                "choices": [{"index": 0, "text": f"<{body.get('prompt')}>", "logprobs": None,
+                             "finish_reason": "stop"}],
+                "usage": {**usage, "completion_tokens": 1, "total_tokens": 4}}
+    if tail == "moderations":
+        return {"id": "modr-fake", "model": model, "results": [{
+            "flagged": False, "categories": {}, "category_scores": {}, "category_applied_input_types": {}}]}
+    if tail.startswith("models/"):
+        return {"id": tail.removeprefix("models/"), "object": "model", "created": 0, "owned_by": "fake"}
+    return {"echo": tail, "method": method, "received_bytes": len(raw)}
 
 
 def _usage(body: JSON, text: str) -> JSON:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from config.errors import NotFoundError
+from store import forwarded
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -115,8 +116,13 @@ class FakeTenantStore:
         return [e for e in self._events if e.conversation_id == conversation_id]
 
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
-        self._fwd.append(rec)
-        return None
+        """Compared with the previous request like the real store (store/forwarded.py)."""
+        earlier = [f for f in self._fwd if f.conversation_id == rec.conversation_id]
+        previous = forwarded.pack(earlier[-1].prefix_hashes) if earlier else None
+        shared, extends = forwarded.compare(previous, forwarded.pack(rec.prefix_hashes))
+        self._fwd.append(dataclasses.replace(rec, messages_forwarded=len(rec.prefix_hashes),
+                                             shared_prefix=shared, extends_previous=extends))
+        return extends
 
     def forwarded(self, conversation_id: str) -> list[ForwardedRecord]:
         return [f for f in self._fwd if f.conversation_id == conversation_id]

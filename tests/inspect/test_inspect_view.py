@@ -150,10 +150,17 @@ def test_prefix_stability_matches_prefix_relation(requests: list[list[str]]) -> 
     """A request `extends` the previous one exactly when the previous hashes are its prefix."""
     from store.models import ForwardedRecord
 
-    recs = [ForwardedRecord("c", tuple(h), 0, 0, 10, {}, False, 0) for h in requests]
-    series = inspect_view.occupancy_series(recs)
+    fake = FakeTenantStore("t")
+    cid = fake.ingest([{"role": "user", "content": "m"}], model="m", external_id=None,
+                      count_tokens=count_tokens).conversation.id
+    for h in requests:
+        fake.record_forwarded(ForwardedRecord(cid, tuple(h), 0, 0, 10, {}, False, 0))
+    series = inspect_view.occupancy_series(fake.forwarded(cid))
     for prev, cur, point in zip(requests, requests[1:], series[1:], strict=False):
         assert point["extends_previous"] == (cur[:len(prev)] == prev)
+        shared = next((i for i, (a, b) in enumerate(zip(prev, cur, strict=False)) if a != b),
+                      min(len(prev), len(cur)))
+        assert point["shared_prefix"] == shared and point["messages_forwarded"] == len(cur)
     stability = inspect_view.prefix_stability(series)
     assert stability["comparable"] == max(0, len(requests) - 1)
     assert stability["rate"] is None or 0.0 <= stability["rate"] <= 1.0

@@ -114,7 +114,9 @@ def test_record_forwarded_prefix_stability(alice: TenantStore, counter: TokenCou
     assert alice.record_forwarded(_fwd(cid, ("x", "b", "c", "d"))) is False  # rewritten prefix
     assert alice.record_forwarded(_fwd(cid, ("x",))) is False  # shorter than the previous one
     stored = alice.forwarded(cid)
-    assert [r.prefix_hashes for r in stored][:2] == [("a", "b"), ("a", "b", "c")]
+    assert [(r.messages_forwarded, r.shared_prefix, r.extends_previous) for r in stored] == [
+        (2, 0, None), (3, 2, True), (3, 3, True), (4, 0, False), (1, 1, False)]
+    assert {r.prefix_hashes for r in stored} == {()}  # hashes are compared, not kept
     assert stored[0].occupancy == {"system": 10, "free": 920}
 
 

@@ -1,0 +1,57 @@
+"""The recall tool loop on POST /v1/responses: the Responses upstream seen as a chat transport.
+
+proxy/recall/tool_loop.py speaks chat; `ResponsesAsChat` turns each of its rounds into a Responses
+request (items from the canonical messages, flat tools) and each Response into a chat completion,
+keeping the last Response, from which the client's reply is built without the recall calls.
+Non-streaming requests only (a streaming request is not offered the tools).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.errors import InvalidRequestError
+from config.settings import LiteLLMParams, RecallSettings
+from proxy.upstream.openai import OpenAIUpstream, StreamingReply, UpstreamReply
+from proxy.wire import responses as wire
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class ResponsesAsChat:
+    """An `Upstream` taking the loop's chat bodies to the provider's /responses."""
+
+    inner: OpenAIUpstream
+    template: JSON  # the Responses body as forwarded without the loop (model, options, ...)
+    last: JSON = field(default_factory=dict)  # the newest Response
+
+    async def complete(self, params: LiteLLMParams, body: dict[str, Any],
+                       api_key: str | None) -> UpstreamReply:
+        instructions, items = wire.from_messages(body.get("messages") or [])
+        out = {**self.template, "input": items, "tools": [wire.flat_tool(t) for t in body.get("tools") or []]}
+        out.pop("instructions", None)
+        if instructions is not None:
+            out["instructions"] = instructions
+        if not out["tools"]:
+            for key in ("tools", "tool_choice", "parallel_tool_calls"):
+                out.pop(key, None)
+        reply = await self.inner.complete(params, out, api_key)
+        self.last = reply.data
+        return UpstreamReply(reply.status, reply.raw, wire.chat_completion(reply.data), reply.headers)
+
+    async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
+                          api_key: str | None) -> StreamingReply:
+        raise InvalidRequestError("the recall loop on /v1/responses does not stream")
+
+
+def client_response(last: JSON, usage: Any, settings: RecallSettings) -> JSON:
+    """The newest Response without recall calls, usage summed over the loop's rounds."""
+    output = [i for i in last.get("output") or [] if not (
+        isinstance(i, dict) and i.get("type") == "function_call"
+        and str(i.get("name")) in (settings.search_tool_name, settings.expand_tool_name))]
+    out = {**last, "output": output}
+    if isinstance(usage, dict):
+        out["usage"] = usage
+    return out

@@ -1,0 +1,193 @@
+"""POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages API), compacted by the engine.
+
+The request becomes the canonical chat form (proxy/wire/anthropic.py) and is prepared like any chat
+turn. `anthropic/...` entries get it back as Messages JSON over HTTP (proxy/upstream/anthropic.py),
+with a cache breakpoint after ctxproxy's stable prefix; other entries get the chat form through the
+usual transports and their reply is translated back (proxy/wire/anthropic_translate.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from aiohttp import web
+
+from compaction.tokens import TokenCounter
+from config.errors import CtxProxyError, ModelNotFoundError, UpstreamHTTPError
+from proxy import appkeys
+from proxy.server.chat import (
+    SSE_HEADERS,
+    Turn,
+    bearer_key,
+    ctxproxy_headers,
+    observe_timing,
+    prepare_turn,
+    read_json_object,
+)
+from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
+from proxy.upstream import anthropic_sse
+from proxy.upstream.anthropic import AnthropicUpstream
+from proxy.wire import anthropic as wire
+from proxy.wire import anthropic_translate as translate
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    started = time.perf_counter()
+    body = await read_json_object(request)
+    chat_body: dict[str, Any] = {"model": body.get("model"), "messages": wire.to_messages(body),
+                                 "tools": translate.chat_tools(body.get("tools")),
+                                 "stream": body.get("stream") is True}
+    if isinstance(body.get("max_tokens"), int):
+        chat_body["max_tokens"] = body["max_tokens"]
+    t = await prepare_turn(request, chat_body, started, recall_tools=False)
+    if not t.params.uses_anthropic_wire:
+        return await translate_turn(t, body)
+    t.body = forward_body(body, t)
+    upstream = AnthropicUpstream(request.app[appkeys.SESSION], request.headers)
+    if body.get("stream") is True:
+        return await _stream(t, upstream)
+    return await _complete(t, upstream)
+
+
+def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
+    """The client's body with model, system and messages as the engine prepared them."""
+    system, turns = wire.from_messages(t.prepared.messages)
+    out = {**body, "model": t.params.upstream_model, "messages": turns}
+    client_system = body.get("system")
+    if isinstance(client_system, str) and system == [{"type": "text", "text": client_system}]:
+        out["system"] = client_system
+    elif system:
+        client_blocks = len(client_system) if isinstance(client_system, list) else int(bool(client_system))
+        out["system"] = wire.mark_stable_prefix(system, client_blocks, wire.cache_breakpoints(body))
+    else:
+        out.pop("system", None)
+    return out
+
+
+def _store_reply(t: Turn, message: dict[str, Any]) -> None:
+    """The reply's content blocks as one assistant message; usage (and cache reads) logged."""
+    content = message.get("content")
+    engine = t.request.app[appkeys.ENGINE]
+    if isinstance(content, list) and content:
+        engine.record_reply(t.prepared, t.turn, wire.assistant_turn(content)[0])
+    _note_usage(t, message.get("usage"))
+    engine.after_turn(t.prepared, t.turn)
+
+
+def _note_usage(t: Turn, usage: Any) -> None:
+    if not isinstance(usage, dict):
+        return
+    record = t.request[appkeys.RECORD]
+    record.tokens_out = usage.get("output_tokens")
+    cached = usage.get("cache_read_input_tokens")
+    record.cache_read_tokens = cached if isinstance(cached, int) else None
+
+
+async def _complete(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
+    record = t.request[appkeys.RECORD]
+    began = time.perf_counter()
+    try:
+        reply = await upstream.complete(t.params, t.body, t.api_key)
+    except UpstreamHTTPError as exc:
+        record.upstream_status = exc.upstream_status
+        raise
+    upstream_s = time.perf_counter() - began
+    record.upstream_status = reply.status
+    _store_reply(t, reply.data)
+    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
+    observe_timing(t, upstream_s)
+    return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+
+
+async def _stream(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
+    record = t.request[appkeys.RECORD]
+    began = time.perf_counter()
+    try:
+        stream = await upstream.open_stream(t.params, t.body, t.api_key)
+    except UpstreamHTTPError as exc:
+        record.upstream_status = exc.upstream_status
+        raise
+    record.upstream_status = stream.status
+    response = web.StreamResponse(status=200, headers={
+        **stream.headers, **SSE_HEADERS, **ctxproxy_headers(t, time.perf_counter() - began)})
+    try:
+        await response.prepare(t.request)
+        t.request[PREPARED_RESPONSE] = response
+        outcome = await anthropic_sse.relay(stream.events(), response.write)
+    except (ConnectionResetError, asyncio.CancelledError) as exc:
+        record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return response
+    finally:
+        await stream.aclose()
+    finish_stream(t, outcome)
+    observe_timing(t, time.perf_counter() - began, header_overhead=True)
+    await response.write_eof()
+    return response
+
+
+def finish_stream(t: Turn, outcome: anthropic_sse.MessagesOutcome) -> None:
+    """Store a complete streamed reply; log a broken one (nothing stored)."""
+    if outcome.complete:
+        try:
+            _store_reply(t, {"content": outcome.assembler.content(), "usage": outcome.assembler.usage})
+        except CtxProxyError as exc:  # the client has its reply; storing it failed (logged)
+            t.request[appkeys.RECORD].error_code = "reply_store_failed"
+            t.request.app[appkeys.LOGGER].error("reply_store_failed", error=exc.message,
+                                                conversation_id=t.prepared.conversation_id)
+        return
+    t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
+    t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,
+                                          error=str(outcome.error), stored_reply=False)
+    t.request.app[appkeys.ENGINE].after_turn(t.prepared, t.turn)
+
+
+async def translate_turn(t: Turn, body: dict[str, Any]) -> web.StreamResponse:
+    """An entry not speaking Messages: the chat form through its transport, the reply translated."""
+    t.body = translate.chat_request(t.body, body)
+    upstream = t.request.app[appkeys.UPSTREAMS].for_params(t.params)
+    record = t.request[appkeys.RECORD]
+    began = time.perf_counter()
+    try:
+        reply = await upstream.complete(t.params, {**t.body, "stream": False}, t.api_key)
+    except UpstreamHTTPError as exc:
+        record.upstream_status = exc.upstream_status
+        raise
+    upstream_s = time.perf_counter() - began
+    record.upstream_status = reply.status
+    message = translate.anthropic_message(reply.data, str(body.get("model")))
+    _store_reply(t, message)
+    observe_timing(t, upstream_s)
+    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
+    if body.get("stream") is not True:
+        return web.json_response(message, headers=headers)
+    response = web.StreamResponse(status=200, headers={**headers, **SSE_HEADERS})
+    await response.prepare(t.request)
+    t.request[PREPARED_RESPONSE] = response
+    for event in translate.stream_events(message):  # the whole reply, replayed as Messages events
+        await response.write(event)
+    await response.write_eof()
+    return response
+
+
+async def count_tokens(request: web.Request) -> web.StreamResponse:
+    """Anthropic entries: the provider's own count of the request as sent. Others: counted here."""
+    body = await read_json_object(request)
+    model = body.get("model")
+    entry = request.app[appkeys.SETTINGS].find_model(model) if isinstance(model, str) else None
+    if entry is None or not isinstance(model, str):
+        raise ModelNotFoundError(f"The model `{model}` does not exist or is not served by this proxy",
+                                 param="model")
+    params = entry.resolved_params(model)
+    if params.uses_anthropic_wire:
+        upstream = AnthropicUpstream(request.app[appkeys.SESSION], request.headers, "messages/count_tokens")
+        reply = await upstream.complete(params, {**body, "model": params.upstream_model},
+                                        params.api_key or bearer_key(request))
+        return web.Response(body=reply.raw, content_type="application/json", headers=reply.headers)
+    counter = TokenCounter.for_model(model)
+    canonical = [translate.plain(m) for m in wire.to_messages(body)]
+    total = counter.count_messages(canonical) + counter.count_tools(translate.chat_tools(body.get("tools")))
+    return web.json_response({"input_tokens": total})

@@ -1,0 +1,114 @@
+"""Every other /v1/ path (embeddings, completions, files, audio, batches, ...) forwarded unchanged.
+
+The body's `model` picks the entry when the body is JSON and names one; otherwise the first entry
+speaking OpenAI's wire format serves the path. Bodies are streamed both ways; only a model alias is
+rewritten to the provider's name. No compaction happens here: these APIs carry no conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from config.errors import InvalidRequestError, MethodNotAllowedError, ModelNotFoundError, NotFoundError
+from config.settings import LiteLLMParams, ModelEntry, Settings
+from proxy import appkeys
+from proxy.server.chat import bearer_key, read_json_object
+from proxy.server.middleware import PREPARED_RESPONSE, SERVED_PATHS
+from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, upstream_url
+from proxy.upstream.wire import compact_json
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+async def forward(request: web.Request) -> web.StreamResponse:
+    """Forward `/v1/{tail}` to the routed entry's upstream and stream its answer back."""
+    await refuse_wrong_method(request)
+    body, model = await _body_and_model(request)
+    return await forward_routed(request, request.match_info["tail"], body, model)
+
+
+async def forward_routed(request: web.Request, tail: str, body: Body,
+                         model: str | None) -> web.StreamResponse:
+    """Forward to the entry `model` names (the default entry without one), the alias renamed."""
+    request[appkeys.RECORD].model = model
+    params = _params_for(request.app[appkeys.SETTINGS], model, request.path)
+    if model is not None and isinstance(body, bytes) and params.upstream_model != model:
+        body = _renamed(body, params.upstream_model)
+    return await forward_to(request, params, tail, body,
+                            body_rewritten=model is not None and isinstance(body, bytes))
+
+
+async def forward_to(request: web.Request, params: LiteLLMParams, tail: str, body: Body, *,
+                     body_rewritten: bool) -> web.StreamResponse:
+    """Relay one request to `params`' upstream at `{api_base}/{tail}` (shared with /v1/models/{id})."""
+    headers = outgoing_headers(request.headers, params, body_rewritten=body_rewritten,
+                               client_key=bearer_key(request))
+    out = Forwarded(request.method, upstream_url(params, tail, request.query_string), headers, body)
+
+    def started(response: web.StreamResponse) -> None:
+        request[PREPARED_RESPONSE] = response
+
+    response, status = await relay(request.app[appkeys.SESSION], out, request,
+                                   operator_key=params.api_key is not None, started=started)
+    request[appkeys.RECORD].upstream_status = status
+    return response
+
+
+async def refuse_wrong_method(request: web.Request) -> None:
+    """405 (with Allow) when another route serves this path with other methods."""
+    own = request.match_info.route.resource
+    for resource in request.app.router.resources():
+        if resource is own:
+            continue
+        match, allowed = await resource.resolve(request)
+        if match is None and allowed:
+            raise MethodNotAllowedError(f"{request.method} is not allowed on {request.path}",
+                                        sorted(allowed))
+
+
+async def _body_and_model(request: web.Request) -> tuple[Body, str | None]:
+    """A JSON body is read (to route by its `model`); any other body is streamed untouched."""
+    if request.method not in BODY_METHODS or not request.body_exists:
+        return None, None
+    if request.content_type != "application/json":
+        return request.content.iter_any(), None
+    raw_body = await request.read()
+    try:
+        model = (await read_json_object(request)).get("model")
+    except InvalidRequestError:
+        return raw_body, None  # the provider answers malformed bodies in its own words
+    return raw_body, model if isinstance(model, str) and model else None
+
+
+def _params_for(settings: Settings, model: str | None, path: str) -> LiteLLMParams:
+    if model is not None:
+        entry = settings.find_model(model)
+        if entry is None:
+            raise ModelNotFoundError(f"The model `{model}` does not exist or is not served by this "
+                                     "proxy", param="model")
+        params = entry.resolved_params(model)
+        if not params.uses_openai_wire:
+            raise InvalidRequestError(f"{path} is forwarded only to OpenAI-compatible upstreams; "
+                                      f"`{model}` is served by {params.provider}",
+                                      code="unsupported_endpoint")
+        return params
+    entry_or_none = default_entry(settings)
+    if entry_or_none is None:
+        raise NotFoundError(f"ctxproxy cannot route {path}: no model entry speaks OpenAI's wire "
+                            f"format; it serves {SERVED_PATHS}")
+    return entry_or_none.litellm_params
+
+
+def default_entry(settings: Settings) -> ModelEntry | None:
+    """The entry serving requests that name no model: the first speaking OpenAI's wire format."""
+    return next((m for m in settings.model_list if m.litellm_params.uses_openai_wire), None)
+
+
+def _renamed(raw: bytes, upstream_model: str) -> bytes:
+    """The JSON body with `model` set to the provider's name for it (an alias or a wildcard)."""
+    data: dict[str, Any] = json.loads(raw)
+    data["model"] = upstream_model
+    return compact_json(data)

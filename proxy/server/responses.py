@@ -1,0 +1,168 @@
+"""POST /v1/responses (OpenAI Responses API): `input` budgeted and compacted by the same engine.
+
+The items are turned into the canonical chat form (proxy/wire/responses.py), prepared by the engine
+like any chat turn, turned back into items and sent to the provider's /responses; the reply's
+`output` is stored as one assistant message. A request chaining `previous_response_id` keeps its
+state on the provider and is forwarded untouched, as is any entry not speaking OpenAI's wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from aiohttp import web
+
+from compaction import recall
+from config.errors import CtxProxyError, UpstreamHTTPError
+from proxy import appkeys
+from proxy.recall import transport
+from proxy.recall.responses import ResponsesAsChat, client_response
+from proxy.server.chat import (
+    SSE_HEADERS,
+    Turn,
+    ctxproxy_headers,
+    observe_timing,
+    prepare_turn,
+    read_json_object,
+)
+from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
+from proxy.server.passthrough import forward_routed
+from proxy.upstream import responses_sse
+from proxy.upstream.openai import OpenAIUpstream, UpstreamReply
+from proxy.upstream.wire import compact_json
+from proxy.wire import responses as wire
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    started = time.perf_counter()
+    body = await read_json_object(request)
+    model = body.get("model")
+    if not _compactable(request, body):
+        name = model if isinstance(model, str) and model else None
+        return await forward_routed(request, "responses", await request.read(), name)
+    messages = wire.to_messages(wire.input_items(body), body.get("instructions"))
+    tools = body.get("tools") or []
+    chat_body: dict[str, Any] = {"model": model, "messages": messages, "stream": body.get("stream") is True,
+                                 "tools": [wire.chat_tool(t) if isinstance(t, dict) else t for t in tools]
+                                 if isinstance(tools, list) else tools}
+    if isinstance(body.get("max_output_tokens"), int):
+        chat_body["max_tokens"] = body["max_output_tokens"]
+    # The recall tool loop runs on non-streaming requests only (their hints follow the same decision).
+    t = await prepare_turn(request, chat_body, started, recall_tools=body.get("stream") is not True)
+    t.body = forward_body(body, t)
+    upstream = OpenAIUpstream(request.app[appkeys.SESSION], "responses")
+    if body.get("stream") is True:
+        return await _stream(t, upstream)
+    return await _complete(t, upstream)
+
+
+def _compactable(request: web.Request, body: dict[str, Any]) -> bool:
+    """False for chained requests (state on the provider) and entries without OpenAI's wire."""
+    if body.get("previous_response_id"):
+        return False
+    model = body.get("model")
+    entry = request.app[appkeys.SETTINGS].find_model(model) if isinstance(model, str) else None
+    return entry is None or entry.resolved_params(str(model)).uses_openai_wire
+
+
+def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
+    """The client's body with model, instructions and input as the engine prepared them."""
+    instructions, items = wire.from_messages(t.prepared.messages)
+    out = {**body, "model": t.params.upstream_model, "input": items}
+    if instructions is not None:
+        out["instructions"] = instructions
+    return out
+
+
+def _store_reply(t: Turn, response: dict[str, Any]) -> None:
+    """The reply's output items, as one assistant message, after the request's last message."""
+    output = response.get("output")
+    items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
+    engine = t.request.app[appkeys.ENGINE]
+    if items and response.get("status", "completed") == "completed":
+        engine.record_reply(t.prepared, t.turn, wire.assistant_message(items))
+    usage = response.get("usage")
+    if isinstance(usage, dict):
+        record = t.request[appkeys.RECORD]
+        record.tokens_out = usage.get("output_tokens")
+        details = usage.get("input_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        record.cache_read_tokens = cached if isinstance(cached, int) else None
+    engine.after_turn(t.prepared, t.turn)
+
+
+async def _complete(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
+    record = t.request[appkeys.RECORD]
+    began = time.perf_counter()
+    try:
+        reply = await _call(t, upstream)
+    except UpstreamHTTPError as exc:
+        record.upstream_status = exc.upstream_status
+        raise
+    upstream_s = time.perf_counter() - began
+    record.upstream_status = reply.status
+    _store_reply(t, reply.data)
+    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
+    observe_timing(t, upstream_s)
+    return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+
+
+async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
+    """One upstream call, or the recall tool loop when this request offers the recall tools."""
+    app = t.request.app
+    settings = app[appkeys.SETTINGS].recall
+    if not recall.should_offer(t.prepared, settings):
+        return await upstream.complete(t.params, t.body, t.api_key)
+    adapter = ResponsesAsChat(upstream, t.body)
+    metrics = app[appkeys.METRICS]
+    looped = transport.for_turn(adapter, settings, app[appkeys.STORE].for_tenant(t.turn.tenant_id),
+                                t.prepared, t.turn.model, lambda op: metrics.recall_call(op, "tool_loop"))
+    chat = {"model": t.body["model"], "messages": list(t.prepared.messages), "tools": list(t.prepared.tools)}
+    reply = await looped.complete(t.params, chat, t.api_key)
+    final = client_response(adapter.last, reply.data.get("usage"), settings)
+    return UpstreamReply(200, compact_json(final), final, reply.headers)
+
+
+async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
+    record = t.request[appkeys.RECORD]
+    began = time.perf_counter()
+    try:
+        stream = await upstream.open_stream(t.params, t.body, t.api_key)
+    except UpstreamHTTPError as exc:
+        record.upstream_status = exc.upstream_status
+        raise
+    record.upstream_status = stream.status
+    response = web.StreamResponse(status=200, headers={
+        **stream.headers, **SSE_HEADERS, **ctxproxy_headers(t, time.perf_counter() - began)})
+    try:
+        await response.prepare(t.request)
+        t.request[PREPARED_RESPONSE] = response
+        outcome = await responses_sse.relay(stream.events(), response.write)
+    except (ConnectionResetError, asyncio.CancelledError) as exc:
+        record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return response
+    finally:
+        await stream.aclose()
+    _finish_stream(t, outcome)
+    observe_timing(t, time.perf_counter() - began, header_overhead=True)
+    await response.write_eof()
+    return response
+
+
+def _finish_stream(t: Turn, outcome: responses_sse.ResponsesOutcome) -> None:
+    if outcome.complete and outcome.response is not None:
+        try:
+            _store_reply(t, outcome.response)
+        except CtxProxyError as exc:  # the client has its reply; storing it failed (logged)
+            t.request[appkeys.RECORD].error_code = "reply_store_failed"
+            t.request.app[appkeys.LOGGER].error("reply_store_failed", error=exc.message,
+                                                conversation_id=t.prepared.conversation_id)
+        return
+    t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
+    t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,
+                                          error=str(outcome.error), stored_reply=False)
+    t.request.app[appkeys.ENGINE].after_turn(t.prepared, t.turn)

@@ -1,0 +1,175 @@
+"""Anthropic Messages requests <-> the engine's canonical form (OpenAI chat messages).
+
+`system` becomes the first system message; a user turn becomes its tool results (one tool message
+per `tool_result` block, which come first in Anthropic's user turns) then the rest as one user
+message; an assistant turn becomes one assistant message whose `tool_use` blocks are tool calls.
+Each canonical message keeps its original blocks under BLOCKS_KEY, so untouched turns go back
+byte-identical (thinking blocks with their signatures, cache_control marks, unknown blocks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compaction.messages import OPAQUE_TEXT_FIELD
+from config.errors import InvalidRequestError
+
+BLOCKS_KEY = "ctxproxy_blocks"  # the original content (string or blocks) of a canonical message
+SYSTEM_KEY = "ctxproxy_system"  # marks the system message made of the request's `system`
+Message = dict[str, Any]
+Block = dict[str, Any]
+
+
+def to_messages(body: Mapping[str, Any]) -> list[Message]:
+    """The canonical messages of a Messages request (its `system` first)."""
+    out: list[Message] = []
+    system = body.get("system")
+    if system:
+        out.append({"role": "system", "content": text_of(system), BLOCKS_KEY: system, SYSTEM_KEY: True})
+    raw = body.get("messages")
+    if not isinstance(raw, list):
+        raise InvalidRequestError("messages: Field required", param="messages", code="invalid_value")
+    for index, message in enumerate(raw):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise InvalidRequestError(f"messages.{index}: each message needs role user or assistant",
+                                      param=f"messages.{index}", code="invalid_value")
+        content = message.get("content")
+        out += assistant_turn(content) if message["role"] == "assistant" else _user_turn(content)
+    return out
+
+
+def _blocks(content: Any) -> list[Block]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def text_of(content: Any) -> str:
+    """Text of a string or of the text blocks of a list, joined."""
+    if isinstance(content, str):
+        return content
+    texts = [b.get("text") for b in _blocks(content) if b.get("type") == "text"]
+    return "\n".join(t for t in texts if isinstance(t, str) and t)
+
+
+def _user_turn(content: Any) -> list[Message]:
+    blocks = _blocks(content)
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    rest = [b for b in blocks if b.get("type") != "tool_result"]
+    out: list[Message] = [{"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""),
+                           "content": text_of(b.get("content")), BLOCKS_KEY: [b]} for b in results]
+    if rest or not results:
+        parts = [_image(b) if b.get("type") == "image" else {"type": "text", "text": text_of([b])}
+                 for b in rest if b.get("type") in ("text", "image")]
+        body: str | list[dict[str, Any]] = text_of(rest)
+        if any(p["type"] == "image_url" for p in parts):
+            body = [p for p in parts if p["type"] == "image_url" or p.get("text")]
+        out.append({"role": "user", "content": body,
+                    BLOCKS_KEY: content if isinstance(content, str) else rest})
+    return out
+
+
+def _image(block: Mapping[str, Any]) -> dict[str, Any]:
+    raw = block.get("source")
+    source: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    url = source.get("url") or f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
+    return {"type": "image_url", "image_url": {"url": str(url)}}
+
+
+def assistant_turn(content: Any) -> list[Message]:
+    """One assistant message from an assistant turn's content (or a reply's content blocks)."""
+    blocks = _blocks(content)
+    calls = [{"id": str(b.get("id")), "type": "function",
+              "function": {"name": str(b.get("name")),
+                           "arguments": json.dumps(b.get("input") or {}, separators=(",", ":"))}}
+             for b in blocks if b.get("type") == "tool_use"]
+    message: Message = {"role": "assistant", "content": text_of(blocks) or None}
+    if calls:
+        message["tool_calls"] = calls
+    opaque = [b for b in blocks if b.get("type") not in ("text", "tool_use")]
+    if opaque:  # thinking (with signatures) and other blocks: sent, so counted in the budget
+        message[OPAQUE_TEXT_FIELD] = json.dumps(opaque, ensure_ascii=False, separators=(",", ":"))
+    message[BLOCKS_KEY] = content
+    return [message]
+
+
+def from_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[Block], list[Message]]:
+    """(system blocks, messages) of a forwarded canonical list. System messages before the first
+    turn join `system` (the client's first, then ctxproxy's anchors and summaries); a later one is
+    a user text block; consecutive user-side messages merge into one user turn."""
+    system: list[Block] = []
+    turns: list[Message] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system" and not turns:
+            system += _system_blocks(message)
+            continue
+        side = "assistant" if role == "assistant" else "user"
+        blocks = _turn_blocks(message)
+        if turns and turns[-1]["role"] == side and side == "user":
+            turns[-1]["content"] = _blocks(turns[-1]["content"]) + _blocks(blocks)
+        else:
+            turns.append({"role": side, "content": blocks})
+    if turns and turns[0]["role"] != "user":  # the API wants a user turn first
+        turns.insert(0, {"role": "user", "content": "(earlier conversation summarised above)"})
+    return system, turns
+
+
+def _system_blocks(message: Mapping[str, Any]) -> list[Block]:
+    own = message.get(BLOCKS_KEY) if message.get(SYSTEM_KEY) else None
+    if isinstance(own, list):
+        return [b for b in own if isinstance(b, dict)]
+    return [{"type": "text", "text": text_of(own if own is not None else message.get("content"))}]
+
+
+def _turn_blocks(message: Mapping[str, Any]) -> Any:
+    """The original content when the engine left the message alone, else rebuilt from its text."""
+    own = message.get(BLOCKS_KEY)
+    if own is None:  # engine-made (a pointer line after the first turn)
+        return [{"type": "text", "text": text_of(message.get("content"))}]
+    if _unchanged(message, own):
+        return own
+    return _edited(message, _blocks(own))
+
+
+def _edited(message: Mapping[str, Any], own: list[Block]) -> list[Block]:
+    """Blocks of a message the engine shortened: its new text in place of the old text blocks;
+    thinking blocks stay first (with their signatures), tool_use and other blocks after the text."""
+    text = {"type": "text", "text": text_of(message.get("content"))}
+    if message.get("role") == "tool":
+        return [{**own[0], "content": text["text"]}]
+    thinking = [b for b in own if b.get("type") in ("thinking", "redacted_thinking")]
+    others = [b for b in own if b.get("type") not in ("text", "thinking", "redacted_thinking")]
+    return [*thinking, text, *others]
+
+
+def _unchanged(message: Mapping[str, Any], own: Any) -> bool:
+    again = assistant_turn(own) if message.get("role") == "assistant" else _user_turn(own)
+    return len(again) == 1 and again[0] == dict(message)
+
+
+def cache_breakpoints(body: Mapping[str, Any]) -> int:
+    """How many cache_control marks the client set (system, tools, message blocks)."""
+    count = sum(1 for b in _blocks(body.get("system")) if "cache_control" in b)
+    count += sum(1 for t in body.get("tools") or [] if isinstance(t, dict) and "cache_control" in t)
+    for message in body.get("messages") or []:
+        if isinstance(message, dict):
+            count += sum(1 for b in _blocks(message.get("content")) if "cache_control" in b)
+    return count
+
+
+MAX_BREAKPOINTS = 4  # Anthropic's limit per request
+
+
+def mark_stable_prefix(system: list[Block], client_system_blocks: int, client_marks: int) -> list[Block]:
+    """A cache breakpoint on the last system block when ctxproxy added blocks (anchors, summaries)
+    after the client's own, so the provider's cache survives between compaction steps; never past
+    Anthropic's limit and never over a block the client already marked."""
+    if len(system) <= client_system_blocks or client_marks >= MAX_BREAKPOINTS:
+        return system
+    last = system[-1]
+    if "cache_control" in last:
+        return system
+    return [*system[:-1], {**last, "cache_control": {"type": "ephemeral"}}]

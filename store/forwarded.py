@@ -1,0 +1,35 @@
+"""The forwarded log in constant space per request: prefix stability without every message hash.
+
+A forwarded request is recorded as counts (messages forwarded, leading messages shared with the
+previous request, whether it extends it); only the newest request of each conversation keeps its
+per-message hashes (the tip, `TIP_HASH_BYTES` per message), to compare the next request with. So
+bytes per recorded request do not grow with the conversation; the tip grows like the conversation.
+Backend-agnostic: any store can keep the tip as one blob per conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+TIP_HASH_BYTES = 8  # a truncated digest per message: collisions only blur a statistic
+
+
+def pack(prefix_hashes: Sequence[str]) -> bytes:
+    """The tip of one request: a short digest of each message's running hash, concatenated."""
+    return b"".join(hashlib.blake2b(h.encode(), digest_size=TIP_HASH_BYTES).digest()
+                    for h in prefix_hashes)
+
+
+def compare(previous: bytes | None, current: bytes) -> tuple[int, bool | None]:
+    """(leading messages in common, whether `previous` is a prefix of `current`); (0, None) first."""
+    if previous is None:
+        return 0, None
+    if current.startswith(previous):
+        return len(previous) // TIP_HASH_BYTES, True
+    shared = 0
+    for start in range(0, min(len(previous), len(current)), TIP_HASH_BYTES):
+        if previous[start:start + TIP_HASH_BYTES] != current[start:start + TIP_HASH_BYTES]:
+            break
+        shared += 1
+    return shared, False

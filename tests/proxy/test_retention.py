@@ -1,0 +1,70 @@
+"""store.retention_days: the app's sweep deletes conversations idle longer, and only those."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.loader import load_settings
+from config.settings import StoreSettings
+from proxy.upkeep import expire_idle
+from store.store import Store
+from tests.conftest import ProxyFactory, proxy_settings_for
+from tests.fakes.upstream import FakeUpstream
+from tests.store.lifecycle_helpers import holds, marked_conversation
+
+DAY = 86_400.0
+
+
+def _age(store: Store, cid: str, days: float) -> None:
+    with store.lock:
+        store.conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?",
+                           (time.time() - days * DAY, cid))
+
+
+def test_expire_idle_sweeps_every_tenant(tmp_path: Path) -> None:
+    store = Store.open(StoreSettings(path=str(tmp_path / "s.db")))
+    try:
+        old_a = marked_conversation(store.for_tenant("a"), "OldAlpha1")
+        old_b = marked_conversation(store.for_tenant("b"), "OldBeta2")
+        recent = marked_conversation(store.for_tenant("b"), "RecentBeta3", external_id="r")
+        _age(store, old_a, 40)
+        _age(store, old_b, 31)
+        _age(store, recent, 29)
+        assert expire_idle(store, 30, time.time()) == 2
+        assert store.tenant_ids() == ["b"]
+        assert [c.id for c in store.for_tenant("b").list_conversations()] == [recent]
+        assert expire_idle(store, 30, time.time()) == 0
+    finally:
+        store.close()
+
+
+async def test_the_server_sweeps_at_start_up(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
+                                             tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    store = Store.open(StoreSettings(path=str(path)))
+    try:
+        _age(store, marked_conversation(store.for_tenant("t"), "Expired9Marker"), 8)
+        kept = marked_conversation(store.for_tenant("t"), "Fresh4Marker", external_id="f")
+    finally:
+        store.close()
+    settings = replace(proxy_settings_for(fake_upstream.url, path),
+                       store=StoreSettings(path=str(path), retention_days=7))
+    await make_proxy(settings)
+    assert not holds(path, "Expired9Marker") and holds(path, "Fresh4Marker")
+    check = Store.open(StoreSettings(path=str(path)))
+    try:
+        assert [c.id for c in check.for_tenant("t").list_conversations()] == [kept]
+    finally:
+        check.close()
+
+
+def test_retention_days_is_validated_and_overridable(tmp_path: Path) -> None:
+    assert load_settings(None, {}).store.retention_days is None
+    assert load_settings(None, {"CTXPROXY_STORE__RETENTION_DAYS": "90"}).store.retention_days == 90
+    with pytest.raises(ConfigError, match="store.retention_days"):
+        load_settings(None, {"CTXPROXY_STORE__RETENTION_DAYS": "-1"})
