@@ -7,6 +7,7 @@ Workers are found as the master's child processes; each must hold a listening so
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -48,8 +49,11 @@ def _listening_inodes(port: int) -> set[str]:
 def _listens(pid: int, port: int) -> bool:
     """The process holds a listening socket on `port`."""
     wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
-    fds = Path(f"/proc/{pid}/fd")
-    return any(os.readlink(fd) in wanted for fd in fds.iterdir())
+    found = False
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # an fd closed (or the process gone) meanwhile
+            found = found or os.readlink(fd) in wanted
+    return found
 
 
 async def _workers_listening(master: Replica, count: int, gone: int = 0) -> set[int]:
