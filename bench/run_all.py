@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cpu_scaling, memory, search_bench, store_soak, throughput
+from bench import cpu_scaling, memory, scale_out, search_bench, search_pg, store_soak, throughput
 from bench.common import REPO, fmt_ratio
 
 OUT = REPO / "bench" / "out" / "bench.json"
@@ -32,12 +32,14 @@ def plans(quick: bool) -> dict[str, Any]:
     """Iteration counts: the full run, or a quick one (minutes -> seconds) for trying things out."""
     if not quick:
         return {"throughput": throughput.Counts(), "cpu": cpu_scaling.Plan(), "memory": memory.Plan(),
-                "search": (100_000, 300), "store": store_soak.Plan()}
+                "search": (100_000, 300), "store": store_soak.Plan(), "scale_out": 2_000,
+                "search_pg": (100_000, 300)}
     return {"throughput": throughput.Counts(n=50, n32=200, ttfb=30, warmup=5),
             "cpu": cpu_scaling.Plan(sizes=(1_000, 10_000, 50_000), min_requests=3, max_requests=6,
                                     min_cpu_s=0.05, warmup=2),
             "memory": memory.Plan(requests=600, warmup=100, conversations=100, sample_every=200),
-            "search": (5_000, 50), "store": store_soak.Plan(requests=500, conversations=25)}
+            "search": (5_000, 50), "store": store_soak.Plan(requests=500, conversations=25),
+            "scale_out": 200, "search_pg": (5_000, 50)}
 
 
 def timed_step(name: str, step: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
@@ -65,6 +67,11 @@ def run(quick: bool = False, with_litellm: bool = True, plan: dict[str, Any] | N
         "search": timed_step("search", lambda: search_bench.run(*p["search"]), search_bench.report, seconds),
         "store": timed_step("store soak", lambda: asyncio.run(store_soak.run(p["store"])), store_soak.table,
                             seconds),
+        "scale_out": timed_step("scaling out", lambda: asyncio.run(scale_out.run(p["scale_out"])),
+                                lambda r: scale_out.table(r, p["scale_out"]), seconds),
+        "search_pg": timed_step("search on postgresql",
+                                lambda: search_pg.run(*p["search_pg"]) or {"skipped": True},
+                                search_pg.report, seconds),
     }
     meta = {"quick": quick, "seconds": seconds, "total_s": round(time.perf_counter() - began, 1),
             "python": platform.python_version(), "cpus": _cpus(), "machine": platform.machine()}
@@ -117,6 +124,18 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
                  f"search p99 {s['search_p99_ms']:.2f} ms")
     lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
                  f"{s['bytes_per_stored_message']:.0f} bytes per stored message")
+    return lines + _scale_out_lines(r)
+
+
+def _scale_out_lines(r: dict[str, Any]) -> list[str]:
+    """Requests per second at c32 over 32 conversations, and PostgreSQL search, when they ran."""
+    figures, pg = r.get("scale_out"), r.get("search_pg") or {"skipped": True}
+    if not figures:
+        return []
+    rates = ", ".join(f"{name} {f['rps_many']:.0f}" for name, f in figures.items() if f)
+    lines = [f"scaling out (rps at c32, 32 conversations): {rates}"]
+    if not pg.get("skipped"):
+        lines.append(f"search on PostgreSQL: p99 {pg['p99_ms']:.2f} ms over {pg['messages']} messages")
     return lines
 
 

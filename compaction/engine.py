@@ -14,6 +14,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import secrets
+import socket
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -78,6 +81,8 @@ class Engine:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._pool = SummarizerPool(settings.summarizer, self.observer)
         self._recall_schema_tokens: dict[str, int] = {}  # by tokenizer: the schemas never change
+        # Who claims background steps in the shared store: this process, this engine.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
@@ -235,7 +240,15 @@ class Engine:
     # -- background and operator steps ------------------------------------------------------------
 
     async def _threshold_step(self, turn: ChatTurn, conversation_id: str) -> None:
-        await self._step(turn, conversation_id, "threshold")
+        """Prepare summaries, once across every process sharing the store: the step runs only under
+        this engine's claim on the conversation (another replica's live claim skips it)."""
+        tenant = self.store.for_tenant(turn.tenant_id)
+        if not tenant.claim_step(conversation_id, self.holder, self.settings.store.lease_s):
+            return
+        try:
+            await self._step(turn, conversation_id, "threshold")
+        finally:
+            tenant.release_step(conversation_id, self.holder)
 
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
         """`threshold`: prepare summaries until substituting them all would reach the preparation

@@ -377,6 +377,9 @@ def _validate(settings: Settings) -> None:
     if server.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"server.log_level: must be one of {', '.join(LOG_LEVELS)}, "
                           f"got {server.log_level!r}")
+    url = settings.store.url
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError("store.url: must start with postgresql:// (leave it unset for SQLite)")
     _validate_ranges(settings)
 
 
@@ -397,7 +400,8 @@ def _validate_ranges(settings: Settings) -> None:
               ("summarizer.timeout_s", settings.summarizer.timeout_s, 0.001, 3_600),
               ("summarizer.breaker_failures", settings.summarizer.breaker_failures, 1, 1_000),
               ("summarizer.breaker_reset_s", settings.summarizer.breaker_reset_s, 0.001, 86_400),
-              ("store.busy_timeout_ms", settings.store.busy_timeout_ms, 0, 600_000))
+              ("store.busy_timeout_ms", settings.store.busy_timeout_ms, 0, 600_000),
+              ("store.lease_s", settings.store.lease_s, 1, 86_400))
     if settings.store.retention_days is not None:
         checks += (("store.retention_days", settings.store.retention_days, 0.001, 36_500),)
     for key, value, low, high in checks:

@@ -173,6 +173,8 @@ class SummarizerSettings:
 @dataclass(frozen=True)
 class StoreSettings:
     path: str = "./data/ctxproxy.db"
+    url: str | None = field(default=None, repr=False)  # postgresql://...: shared store; None: SQLite
+    lease_s: float = 120.0  # a background compaction step's claim; another replica may take it after this
     busy_timeout_ms: int = 5_000
     tenant_secret: str | None = field(default=None, repr=False)  # None: generated once, kept in meta
     retention_days: float | None = None  # conversations idle longer are deleted; None: kept forever

@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -28,10 +28,23 @@ _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, conten
                 "created_at")
 
 
+class Cursor(Protocol):
+    """What store code reads from a query, whatever the backend (sqlite3's cursor, or PostgreSQL's)."""
+
+    @property
+    def lastrowid(self) -> int | None: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
 class Runner(Protocol):
     """A TenantStore's one query function: binds `:tenant` itself."""
 
-    def __call__(self, sql: str, params: dict[str, Any] | None = None) -> sqlite3.Cursor: ...
+    def __call__(self, sql: str, params: dict[str, Any] | None = None) -> Cursor: ...
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from store.ingest import Runner
 
 # Tables whose rows belong to one conversation (column conversation_id), summaries aside.
 OWNED_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "forwarded_tips",
-                "tool_rounds")
+                "tool_rounds", "step_leases")
 FTS_INDEXES = ("messages_fts", "messages_tri", "summaries_fts", "summaries_tri")
 MERGE_PAGES = 250  # per merge step: tens of milliseconds of holding the store
 MAX_MERGE_STEPS = 100_000  # a guard: new segments keep coming under load, each step is bounded
@@ -27,7 +27,7 @@ def delete_conversations(run: Runner, selector: str, params: dict[str, object]) 
     """Delete the tenant's conversations matching `selector` (SQL over `conversations` columns, may
     use `params`) and all they own; return how many conversations went."""
     chosen = f"SELECT id FROM conversations WHERE tenant_id = :tenant AND ({selector})"
-    count = int(run(f"SELECT COUNT(*) FROM ({chosen})", params).fetchone()[0])
+    count = int(run(f"SELECT COUNT(*) FROM ({chosen}) AS chosen", params).fetchone()[0])
     if count == 0:
         return 0
     run("DELETE FROM summary_sources WHERE tenant_id = :tenant AND summary_id IN (SELECT id FROM "

@@ -273,6 +273,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "fts5 indexes (unicode61 + trigram) kept in sync by triggers", _SEARCH),
     Migration(3, "forwarded log in constant space per request, newest hashes as a tip",
               _forwarded_in_constant_space),
+    Migration(4, "leases on background compaction steps (one process per step)", """
+CREATE TABLE step_leases (
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (tenant_id, conversation_id)
+);
+"""),
 )
 
 

@@ -194,6 +194,12 @@ def _summary_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
             for r in run(sql, _params(f, tenant_id, "content", False, params))]
 
 
+# The PostgreSQL store (store/postgres/search.py) shares validation and filters.
+Filters = _Filters
+parse_filters = _filters
+where_clause = _where
+
+
 def validate(q: SearchQuery) -> None:
     """Raise InvalidRequestError for a bad query without touching the database."""
     _filters(q, time.time())

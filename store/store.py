@@ -35,6 +35,7 @@ from store import reply as reply_mod
 from store import search as search_mod
 from store.anchors import upsert_anchors
 from store.db import CheckpointMode, checkpoint, open_database, run_checkpoint, transaction
+from store.ingest import Cursor
 from store.interface import PassFinisher
 from store.models import (
     Anchor,
@@ -153,7 +154,7 @@ class TenantStore:
 
     # -- the one query function ------------------------------------------------------------------
 
-    def _run(self, sql: str, params: dict[str, Any] | None = None) -> sqlite3.Cursor:
+    def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
         if ":tenant" not in sql:
             raise StoreError("internal: store query without tenant filter")
@@ -167,7 +168,9 @@ class TenantStore:
                 raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
 
     @contextmanager
-    def _tx(self) -> Iterator[None]:
+    def _tx(self, conversation_id: str | None = None) -> Iterator[None]:
+        """One write transaction; `conversation_id` names what it writes (SQLite serialises every
+        write anyway; the PostgreSQL store locks that conversation)."""
         with self._store.lock, transaction(self._store.conn):
             yield
 
@@ -191,7 +194,7 @@ class TenantStore:
         """Store the provider's reply (source='reply') to the request whose last message is
         `parent_seq` (its chain hash `parent_chain`, checked when given): appended at the tip, not
         written again when already stored, else a new branch (store/reply.py)."""
-        with self._tx():
+        with self._tx(conversation_id):
             conv = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
                              {"cid": conversation_id}, f"conversation {conversation_id!r}")
             return reply_mod.append_reply(self._run, conv, message, token_count,
@@ -226,10 +229,10 @@ class TenantStore:
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation and all it owns, then scrub the files (store/lifecycle.py);
         NotFoundError for an unknown id. A fork of it keeps its own copy of the shared history."""
-        with self._tx():
+        with self._tx(conversation_id):
             self.conversation(conversation_id)
             lifecycle.delete_conversations(self._run, "id = :cid", {"cid": conversation_id})
-        self._store.scrub()
+        self._scrub()
 
     def delete_tenant(self) -> int:
         """Delete every conversation of this tenant (and all they own); how many went."""
@@ -243,16 +246,25 @@ class TenantStore:
         with self._tx():
             count = lifecycle.delete_conversations(self._run, selector, params)
         if count:
-            self._store.scrub()
+            self._scrub()
         return count
+
+    def _scrub(self) -> None:
+        """Leave no deleted text in the store's files (Store.scrub)."""
+        self._store.scrub()
 
     # -- summaries and views ---------------------------------------------------------------------
 
     def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
-        """Commit a summary: id, generation (previous count + 1), source links, FTS rows."""
-        with self._tx():
+        """Commit a summary: id, generation (previous count + 1), source links, FTS rows. A summary
+        of the same sources, kind, depth and level is stored once: a second writer (a background step
+        racing the request path, or another replica) gets the one already there."""
+        with self._tx(draft.conversation_id):
             self.conversation(draft.conversation_id)
             self._check_sources(draft)
+            existing = self._same_summary(draft)
+            if existing is not None:
+                return existing
             cid = draft.conversation_id
             generation = 1 + self._run("SELECT COUNT(*) FROM summaries WHERE tenant_id = :tenant "
                                        "AND conversation_id = :cid", {"cid": cid}).fetchone()[0]
@@ -272,6 +284,21 @@ class TenantStore:
                           "VALUES (:tenant, :sid, :kind, :src, :ord)",
                           {"sid": values["id"], "kind": kind, "src": source_id, "ord": ord_})
             return self.summary(str(values["id"]))
+
+    def _same_summary(self, draft: SummaryDraft) -> SummaryRecord | None:
+        """The stored summary `draft` would duplicate (same conversation, tier, level, sources)."""
+        found = self._run("SELECT id FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "AND kind = :kind AND depth = :depth AND level = :level AND first_seq = :first "
+                          "AND last_seq = :last ORDER BY num",
+                          {"cid": draft.conversation_id, "kind": draft.kind, "depth": draft.depth,
+                           "level": draft.level, "first": draft.first_seq, "last": draft.last_seq}).fetchall()
+        if not found:
+            return None
+        wanted = [("message", str(i)) for i in draft.source_message_ids] + [
+            ("summary", s) for s in draft.source_summary_ids]
+        sources = self._sources([str(r[0]) for r in found])
+        same = next((str(r[0]) for r in found if sources.get(str(r[0]), []) == wanted), None)
+        return self.summary(same) if same is not None else None
 
     def _check_sources(self, draft: SummaryDraft) -> None:
         """Sources must be this conversation's messages and summaries."""
@@ -332,7 +359,7 @@ class TenantStore:
 
     def save_view(self, view: ContextView) -> ContextView:
         """Persist a new version (previous + 1, whatever `view.version` says)."""
-        with self._tx():
+        with self._tx(view.conversation_id):
             self.conversation(view.conversation_id)
             previous = self._run("SELECT MAX(version) FROM views WHERE tenant_id = :tenant AND "
                                  "conversation_id = :cid", {"cid": view.conversation_id}).fetchone()[0]
@@ -351,7 +378,7 @@ class TenantStore:
         """One compaction pass, all or nothing: the anchors of its sources, the summary, then the
         view (when `finish` gives one) and event it builds from them (it may read the store, never
         write it)."""
-        with self._tx():
+        with self._tx(draft.conversation_id):
             added, superseded = (self.upsert_anchors(draft.conversation_id, anchor_drafts)
                                  if anchor_drafts else ([], []))
             record = self.add_summary(draft)
@@ -371,7 +398,7 @@ class TenantStore:
     def upsert_anchors(self, conversation_id: str,
                        drafts: Sequence[AnchorDraft]) -> tuple[list[Anchor], list[Anchor]]:
         """(added, superseded): see store/anchors.py for the correction rules."""
-        with self._tx():
+        with self._tx(conversation_id):
             self.conversation(conversation_id)
             return upsert_anchors(self._run, conversation_id, drafts)
 
@@ -379,7 +406,7 @@ class TenantStore:
         """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
         with self._store.lock:
             try:
-                with self._tx():
+                with self._tx(conversation_id):
                     self.conversation(conversation_id)
                     upsert_anchors(self._run, conversation_id, drafts)
                     active = self.anchors(conversation_id)
@@ -388,7 +415,7 @@ class TenantStore:
                 return active
 
     def record_event(self, event: CompactionEvent) -> CompactionEvent:
-        with self._tx():
+        with self._tx(event.conversation_id):
             self.conversation(event.conversation_id)
             values = rows.event_values(event)
             now = time.time()
@@ -407,7 +434,7 @@ class TenantStore:
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
         """Store it in constant space (store/forwarded.py); True when the previous forwarded request
         is a prefix of this one (None if first)."""
-        with self._tx():
+        with self._tx(rec.conversation_id):
             # One statement checks the conversation and fetches the previous request's tip.
             tip = self._one("SELECT t.hashes FROM conversations c LEFT JOIN forwarded_tips t ON "
                             "t.conversation_id = c.id AND t.tenant_id = :tenant "
@@ -438,7 +465,7 @@ class TenantStore:
     def record_tool_round(self, conversation_id: str, calls: list[dict[str, Any]],
                           results: list[dict[str, Any]]) -> None:
         """Audit trail of the proxy's own recall tool calls (never messages, never compacted)."""
-        with self._tx():
+        with self._tx(conversation_id):
             self.conversation(conversation_id)
             self._run("INSERT INTO tool_rounds (tenant_id, conversation_id, calls_json, results_json, "
                       "created_at) VALUES (:tenant, :cid, :calls, :results, :now)",
@@ -452,6 +479,30 @@ class TenantStore:
                           "ORDER BY id", {"cid": conversation_id})
         return [{"calls": json.loads(r["calls_json"]), "results": json.loads(r["results_json"]),
                  "created_at": r["created_at"]} for r in found]
+
+    # -- leases on background compaction steps ------------------------------------------------------
+
+    def claim_step(self, conversation_id: str, holder: str, lease_s: float) -> bool:
+        """Claim the conversation's background compaction step for `lease_s` seconds: True when
+        `holder` now holds it (it was free, expired, or already `holder`'s). Processes sharing the
+        store run each step once; a holder killed mid-step loses the claim when it expires."""
+        now = time.time()
+        with self._tx(conversation_id):
+            self.conversation(conversation_id)
+            self._run("INSERT INTO step_leases (tenant_id, conversation_id, holder, expires_at) "
+                      "VALUES (:tenant, :cid, :holder, :expires) ON CONFLICT (tenant_id, conversation_id) "
+                      "DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+                      "WHERE step_leases.expires_at < :now OR step_leases.holder = excluded.holder",
+                      {"cid": conversation_id, "holder": holder, "expires": now + lease_s, "now": now})
+            row = self._one("SELECT holder FROM step_leases WHERE tenant_id = :tenant AND "
+                            "conversation_id = :cid", {"cid": conversation_id}, "step lease")
+            return bool(row[0] == holder)
+
+    def release_step(self, conversation_id: str, holder: str) -> None:
+        """Give the claim back (a no-op when `holder` no longer holds it)."""
+        with self._tx(conversation_id):
+            self._run("DELETE FROM step_leases WHERE tenant_id = :tenant AND conversation_id = :cid "
+                      "AND holder = :holder", {"cid": conversation_id, "holder": holder})
 
     # -- recall ----------------------------------------------------------------------------------
 

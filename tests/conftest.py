@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,6 +93,8 @@ def _install_network_block() -> None:
 
 
 _install_network_block()
+# Read CTXPROXY_TEST_PG_URL (the PostgreSQL test server) now, before `isolated_env` clears CTXPROXY_*.
+from tests.pg import server as _pg_server  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)
@@ -143,8 +145,18 @@ def proxy_engine_factory() -> EngineFactory | None:
 
 
 @pytest.fixture
+def app_store_url(request: pytest.FixtureRequest) -> str | None:
+    """With TEST_APP_STORE=postgres, apps built by `make_proxy` use a PostgreSQL schema of their own
+    instead of the SQLite file in tmp_path (a way to run the HTTP suites on the shared store)."""
+    if os.environ.get("TEST_APP_STORE") != "postgres":
+        return None
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
 async def make_proxy(aiohttp_server: AiohttpServer, fake_upstream: FakeUpstream, tmp_path: Path,
-                     proxy_engine_factory: EngineFactory | None) -> ProxyFactory:
+                     proxy_engine_factory: EngineFactory | None, app_store_url: str | None) -> ProxyFactory:
     """`await make_proxy(settings=None, engine_factory=None, log_stream=None, **server_overrides)`.
 
     Returns a started aiohttp TestServer running create_app (the real Engine unless a factory is
@@ -155,6 +167,8 @@ async def make_proxy(aiohttp_server: AiohttpServer, fake_upstream: FakeUpstream,
     async def factory(settings: Settings | None = None, *, engine_factory: EngineFactory | None = None,
                       log_stream: Any = None, **server: Any) -> TestServer:
         settings = settings or proxy_settings_for(fake_upstream.url, tmp_path / "store.db", **server)
+        if app_store_url is not None:
+            settings = replace(settings, store=replace(settings.store, url=app_store_url))
         app = create_app(settings, engine_factory=engine_factory or proxy_engine_factory,
                          log_stream=log_stream)
         return await aiohttp_server(app)  # TestServer enables handler_cancellation
@@ -181,3 +195,25 @@ async def openai_client(proxy_url: str) -> AsyncIterator[openai.AsyncOpenAI]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A throw-away PostgreSQL database for this test session (skips when no server answers)."""
+    from tests.pg import server
+
+    if not server.server_answers():
+        pytest.skip(server.SKIP_REASON)
+    url = server.create_database()
+    yield url
+    server.drop_database(url)
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> Iterator[str]:
+    """A store URL of its own (a fresh schema in the session database), dropped after the test."""
+    from tests.pg import server
+
+    url = server.create_schema(pg_database)
+    yield url
+    server.drop_schema(url)

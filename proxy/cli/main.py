@@ -52,7 +52,17 @@ def _add_serve(sub: Any) -> None:
                    help=f"YAML config (default: ${ENV_CONFIG}, else built-in defaults)")
     p.add_argument("--host", help="listen address (default: server.host, 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (default: server.port, 8080)")
+    p.add_argument("--workers", type=_positive, default=1, metavar="N",
+                   help="serving processes sharing the port (SO_REUSEPORT) and the store (default 1)")
+    p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for workers
     p.set_defaults(func=run_serve)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _add_check_config(sub: Any) -> None:
@@ -71,15 +81,35 @@ def run_serve(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     server = dataclasses.replace(settings.server, host=args.host or settings.server.host,
                                  port=args.port if args.port is not None else settings.server.port)
     settings = dataclasses.replace(settings, server=server)
+    if getattr(args, "workers", 1) > 1:
+        return _serve_workers(args, server.host, server.port)
     from aiohttp import web
 
     from proxy.app import create_app
 
     print(f"ctxproxy listening on http://{server.host}:{server.port} "
-          f"({len(settings.model_list)} model entries, store {settings.store.path})", file=sys.stderr)
+          f"({len(settings.model_list)} model entries, store {_store_name(settings)})", file=sys.stderr)
     web.run_app(create_app(settings), host=server.host, port=server.port, print=None,
-                access_log=None, handler_cancellation=True)
+                access_log=None, handler_cancellation=True, reuse_port=getattr(args, "reuse_port", False))
     return 0
+
+
+def _store_name(settings: Settings) -> str:
+    """Where the store is, never with credentials: the SQLite path, or PostgreSQL's host/database."""
+    url = settings.store.url
+    return settings.store.path if not url else "postgresql://" + url.split("://", 1)[1].rsplit("@", 1)[-1]
+
+
+def _serve_workers(args: argparse.Namespace, host: str, port: int) -> int:
+    """The master of `--workers N` (proxy/cli/workers.py); the port must be fixed to be shared."""
+    if port == 0:
+        print("ctxproxy: --workers needs a fixed --port (port 0 would give each worker its own)",
+              file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    from proxy.cli.workers import run_workers
+
+    argv = [*(["--config", args.config] if args.config else []), "--host", host, "--port", str(port)]
+    return run_workers(argv, args.workers)
 
 
 def run_check_config(args: argparse.Namespace, env: Mapping[str, str] | None = None,
@@ -104,7 +134,7 @@ def summary(settings: Settings, path: str | None) -> str:
                      f"({key}{window})")
     s = settings.summarizer
     lines.append(f"summarizer: {s.model or 'the request model'}")
-    lines.append(f"store: {settings.store.path}")
+    lines.append(f"store: {_store_name(settings)}")
     lines.append(f"server: {settings.server.host}:{settings.server.port}")
     return "\n".join(lines)
 

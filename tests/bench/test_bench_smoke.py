@@ -20,6 +20,8 @@ TINY: dict[str, Any] = {
                           max_s=120),
     "search": (400, 6, 2),
     "store": store_soak.Plan(requests=40, conversations=8, concurrency=4),
+    "scale_out": 40,
+    "search_pg": (400, 6),
 }
 
 
@@ -56,7 +58,9 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert [s["requests"] for s in tiny_run["memory"]["samples"]] == [10, 20, 30, 40]
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
     assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "cpu vs history size", "memory", "search",
-                                                "store soak"}
+                                                "store soak", "scaling out", "search on postgresql"}
+    assert {"direct", "sqlite 1 worker", "sqlite 2 workers"} <= set(tiny_run["scale_out"])
+    assert all(f["rps_one"] > 0 and f["rps_many"] > 0 for f in tiny_run["scale_out"].values() if f)
     store = tiny_run["store"]
     assert store["messages"] == 8 + 2 * 40 and store["wal_max_bytes"] > 0 and store["bytes_per_message"] > 0
     assert set(store["forwarded_per_request_by_length"]) == {"50", "500"}

@@ -168,3 +168,14 @@ def test_trusted_proxies_from_yaml_and_env(tmp_path: Path) -> None:
         load_settings(write(tmp_path, "server:\n  trusted_proxies: [nope]\n"), {})
     with pytest.raises(ConfigError, match="server.trusted_proxies: expected a list of strings"):
         load_settings(write(tmp_path, "server:\n  trusted_proxies: [1]\n"), {})
+
+
+def test_store_url_chooses_postgresql_and_is_validated() -> None:
+    s = load_settings(None, {"CTXPROXY_STORE__URL": "postgresql://u@db:5432/ctx",
+                             "CTXPROXY_STORE__LEASE_S": "5"})
+    assert (s.store.url, s.store.lease_s) == ("postgresql://u@db:5432/ctx", 5.0)
+    assert "postgresql" not in repr(s.store)  # a URL may carry a password: never in a repr
+    assert load_settings(None, {}).store.url is None  # SQLite stays the default
+    with pytest.raises(ConfigError) as err:
+        load_settings(None, {"CTXPROXY_STORE__URL": "mysql://db/ctx"})
+    assert err.value.message.startswith("store.url: must start with postgresql://")

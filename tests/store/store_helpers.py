@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from store.interface import StoreBackend
+from store.postgres.store import PgStore
 from store.store import Store
 
 
@@ -28,9 +32,31 @@ def history(turns: int, topic: str = "invoices",
     return msgs
 
 
-def set_created_at(store: Store, table: str, ids: list[Any], when: float) -> None:
+def sql(store: StoreBackend, text: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run raw SQL (`?` placeholders) on either backend, behind the store's back (tests only)."""
+    if isinstance(store, PgStore):
+        with store.db.lock:
+            cur = store.db.conn.execute(text.replace("?", "%s"), params)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    assert isinstance(store, Store)
+    with store.lock:
+        return [tuple(r) for r in store.conn.execute(text, params).fetchall()]
+
+
+def scalar(store: StoreBackend, text: str, params: tuple[Any, ...] = ()) -> Any:
+    """The first column of the first row of a raw query."""
+    return sql(store, text, params)[0][0]
+
+
+def require_sqlite(store: StoreBackend) -> Store:
+    """The SQLite store, or skip: the test reads SQLite internals (FTS5 tables, pragmas)."""
+    if not isinstance(store, Store):
+        pytest.skip("reads SQLite internals (FTS5 shadow tables); PostgreSQL is covered by the other tests")
+    return store
+
+
+def set_created_at(store: StoreBackend, table: str, ids: list[Any], when: float) -> None:
     """Move rows in time (tests of since/before/last); `ids` are the table's id column values."""
     assert table in ("messages", "summaries")
-    with store.lock:
-        for i in ids:
-            store.conn.execute(f"UPDATE {table} SET created_at = ? WHERE id = ?", (when, i))
+    for i in ids:
+        sql(store, f"UPDATE {table} SET created_at = ? WHERE id = ?", (when, i))

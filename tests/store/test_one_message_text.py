@@ -10,6 +10,7 @@ from compaction.prompts import build_source_text
 from proxy.inspector.view import inspect_conversation, preview, timeline
 from store.content import message_text
 from store.store import Store, TenantStore
+from tests.store.store_helpers import scalar
 
 PARTS: dict[str, dict[str, Any]] = {
     "text": {"type": "text", "text": "alpha text part"},
@@ -30,8 +31,7 @@ EXPECTED = {
 
 
 def _stored_text(store: Store, message_id: int) -> str:
-    row = store.conn.execute("SELECT text FROM messages WHERE id = ?", (message_id,)).fetchone()
-    return str(row[0])
+    return str(scalar(store, "SELECT text FROM messages WHERE id = ?", (message_id,)))
 
 
 @pytest.mark.parametrize("kind", sorted(PARTS))

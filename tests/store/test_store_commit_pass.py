@@ -16,13 +16,13 @@ from store.models import (
     ViewItem,
 )
 from store.store import Store, TenantStore
-from tests.store.store_helpers import TokenCounter, history
+from tests.store.store_helpers import TokenCounter, history, scalar
 
-TABLES = ("anchors", "summaries", "summary_sources", "views", "compaction_events", "summaries_fts")
+TABLES = ("anchors", "summaries", "summary_sources", "views", "compaction_events")
 
 
 def _counts(store: Store) -> dict[str, int]:
-    return {t: int(store.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in TABLES}
+    return {t: int(scalar(store, f"SELECT COUNT(*) FROM {t}")) for t in TABLES}
 
 
 def _setup(alice: TenantStore,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 
+import psycopg
 import pytest
 
 from config.errors import StoreError
 from store.store import Store, TenantStore
-from tests.store.store_helpers import TokenCounter, history
+from tests.store.store_helpers import TokenCounter, history, sql
 
 
 def test_tenant_ids_lists_tenants_with_conversations_most_recent_first(
@@ -27,17 +28,17 @@ def test_integrity_errors_become_store_errors(alice: TenantStore, counter: Token
     with pytest.raises(StoreError, match="IntegrityError") as info:
         alice._run("INSERT INTO conversations (id, tenant_id, model, message_count, created_at, "
                    "updated_at) VALUES (:cid, :tenant, 'm', 0, 0, 0)", {"cid": cid})
-    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError | psycopg.IntegrityError)
     assert alice.conversation(cid).message_count == 3  # nothing changed
 
 
 def test_a_foreign_view_row_is_never_read(store: Store, alice: TenantStore, bob: TenantStore,
                                           counter: TokenCounter) -> None:
     cid = alice.ingest(history(1), model="m", external_id=None, count_tokens=counter).conversation.id
-    with store.lock:  # a row that only a bug elsewhere could write: bob's view of alice's conversation
-        store.conn.execute("INSERT INTO views (tenant_id, conversation_id, version, items_json, "
-                           "covered_through_seq, anchor_ids_json, created_at) VALUES "
-                           "(?, ?, 1, '[]', 7, '[]', 0)", (bob.tenant_id, cid))
+    # a row that only a bug elsewhere could write: bob's view of alice's conversation
+    sql(store, "INSERT INTO views (tenant_id, conversation_id, version, items_json, "
+        "covered_through_seq, anchor_ids_json, created_at) VALUES "
+        "(?, ?, 1, '[]', 7, '[]', 0)", (bob.tenant_id, cid))
     assert alice.view(cid) is None
 
 

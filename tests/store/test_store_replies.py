@@ -10,7 +10,7 @@ from config.errors import StoreError
 from store.identity import chain_hashes
 from store.models import SearchQuery
 from store.store import Store, TenantStore
-from tests.store.store_helpers import TokenCounter
+from tests.store.store_helpers import TokenCounter, scalar
 
 HI: dict[str, Any] = {"role": "user", "content": "hi"}
 A: dict[str, Any] = {"role": "assistant", "content": "reply A"}
@@ -76,7 +76,7 @@ def test_identical_reply_twice_is_stored_once(store: Store, alice: TenantStore,
     a2 = alice.append_reply(cid, {**A, "refusal": None}, 3, parent_seq=seq, parent_chain=chain)
     assert a2.id == a1.id and a2.conversation_id == cid
     assert alice.conversation(cid).message_count == 2
-    assert store.conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0] == 1
+    assert scalar(store, "SELECT COUNT(*) FROM conversations") == 1
 
 
 def test_reply_to_an_unknown_parent_is_refused(alice: TenantStore, counter: TokenCounter) -> None:

@@ -10,7 +10,7 @@ import pytest
 from config.errors import InvalidRequestError, NotFoundError
 from store.models import SearchQuery, SummaryDraft
 from store.store import Store, TenantStore
-from tests.store.store_helpers import TokenCounter, set_created_at
+from tests.store.store_helpers import TokenCounter, require_sqlite, scalar, set_created_at
 
 DAY = 86_400.0
 
@@ -185,8 +185,10 @@ def test_fts_syntax_in_terms_is_literal(alice: TenantStore, corpus: dict[str, An
         assert hits  # the corpus mentions invoices: a separator must not lose the word
 
 
-def test_delete_conversation_keeps_indexes_consistent(store: Store, alice: TenantStore,
-                                                      corpus: dict[str, Any]) -> None:
+def test_delete_conversation_keeps_fts5_indexes_consistent(store: Store, alice: TenantStore,
+                                                           corpus: dict[str, Any]) -> None:
+    require_sqlite(store)
+
     def counts() -> dict[str, int]:
         tables = ["messages", "messages_fts_docsize", "messages_tri_docsize", "summaries",
                   "summaries_fts_docsize", "summaries_tri_docsize"]
@@ -201,12 +203,21 @@ def test_delete_conversation_keeps_indexes_consistent(store: Store, alice: Tenan
     stale = store.conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'overdue'").fetchall()
     stale += store.conn.execute("SELECT rowid FROM messages_tri WHERE messages_tri MATCH 'ACME'").fetchall()
     assert stale == []
+
+
+def test_delete_conversation_leaves_nothing_searchable(store: Store, alice: TenantStore,
+                                                       corpus: dict[str, Any]) -> None:
+    alice.delete_conversation(corpus["cid"])
+    assert alice.search(SearchQuery("overdue", all_conversations=True)) == []
+    assert alice.search(SearchQuery("%ACME%", all_conversations=True)) == []
+    assert scalar(store, "SELECT COUNT(*) FROM messages") == 1
+    assert scalar(store, "SELECT COUNT(*) FROM summaries") == 0
     assert _ids(alice.search(SearchQuery("invoice", all_conversations=True))) == [
         alice.messages(corpus["other"])[0].id.__str__()]
     with pytest.raises(NotFoundError):
         alice.conversation(corpus["cid"])
     for table in ("summary_sources", "anchors", "views", "compaction_events", "forwarded", "tool_rounds"):
-        assert store.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
+        assert scalar(store, f"SELECT COUNT(*) FROM {table}") == 0
 
 
 def test_whitespace_controls_still_separate_terms(alice: TenantStore, corpus: dict[str, Any]) -> None:

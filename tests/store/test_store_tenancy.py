@@ -14,7 +14,7 @@ from store.models import (
     SummaryDraft,
 )
 from store.store import Store, TenantStore
-from tests.store.store_helpers import TokenCounter, history
+from tests.store.store_helpers import TokenCounter, history, scalar
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_writes_into_other_tenant_raise_not_found(store: Store, bob: TenantStore
     cid = str(alice_data["cid"])
     ids = alice_data["ids"]
     assert isinstance(ids, list)
-    before = {t: store.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+    before = {t: scalar(store, f"SELECT COUNT(*) FROM {t}")
               for t in ("messages", "summaries", "anchors", "views", "compaction_events", "forwarded",
                         "tool_rounds", "conversations")}
     writes = (
@@ -77,7 +77,7 @@ def test_writes_into_other_tenant_raise_not_found(store: Store, bob: TenantStore
     for call in writes:
         with pytest.raises(NotFoundError):
             call()
-    after = {t: store.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in before}
+    after = {t: scalar(store, f"SELECT COUNT(*) FROM {t}") for t in before}
     assert after == before
 
 

@@ -1,0 +1,151 @@
+"""One PostgreSQL connection for the store: the store's `:name` SQL, rows like sqlite3's, transactions.
+
+The store's portable SQL (store/ingest.py, store/reply.py, store/anchors.py, ...) is written with
+`:name` parameters and reads rows by name or position; `Database.execute` translates the parameters
+to psycopg's, returns rows that answer both, and gives INSERTs a `lastrowid` (via `RETURNING id`).
+Transactions are explicit (autocommit connection), nest through savepoints, and the outermost one
+can take a transaction-scoped advisory lock (released by COMMIT or ROLLBACK, or when a killed
+process's session ends).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from config.errors import StoreError
+
+_PARAM = re.compile(r"(?<![:\w[]):([A-Za-z_]\w*)")
+_ID_TABLES = "messages|anchors|compaction_events|forwarded|tool_rounds"
+_INSERT_WITH_ID = re.compile(rf"^\s*INSERT\s+INTO\s+({_ID_TABLES})\b", re.IGNORECASE)
+
+
+def to_pyformat(sql: str) -> str:
+    """`:name` parameters as psycopg's `%(name)s` (literal `%` escaped; `::type` casts untouched)."""
+    return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+class Row:
+    """A result row read by column name or position, like sqlite3.Row."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, values: Sequence[Any], index: dict[str, int]) -> None:
+        self._values = values
+        self._index = index
+
+    def __getitem__(self, key: int | str) -> Any:
+        return self._values[key if isinstance(key, int) else self._index[key]]
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+class Result:
+    """A finished query: its rows (fetched at once) and, for an INSERT, the last id it wrote."""
+
+    def __init__(self, rows: list[Row], lastrowid: int | None) -> None:
+        self._rows = rows
+        self._lastrowid = lastrowid
+
+    @property
+    def lastrowid(self) -> int | None:
+        return self._lastrowid
+
+    def fetchone(self) -> Row | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Row]:
+        return list(self._rows)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+
+def _rows(cur: psycopg.Cursor[Any]) -> list[Row]:
+    if cur.description is None:
+        return []
+    index: dict[str, int] = {}
+    for i, col in enumerate(cur.description):
+        index.setdefault(col.name, i)  # a joined duplicate name reads as its first column, like sqlite3
+    return [Row(values, index) for values in cur.fetchall()]
+
+
+class Database:
+    """The store's one connection (autocommit; explicit transactions), guarded by a lock."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self.conn = self._connect()
+        self.lock = threading.RLock()
+        self._depth = 0  # open transaction() blocks: never reconnect inside one
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self._url, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open the PostgreSQL store: {_first_line(exc)}") from exc
+
+    def _usable(self) -> None:
+        """A connection the server dropped (restart, failover, idle kill) is replaced before the next
+        statement outside a transaction; the statement that met the loss has failed as a StoreError."""
+        if self.conn.broken or self.conn.closed:
+            self.conn = self._connect()
+
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> Result:
+        """Run one statement of the store's `:name` SQL; psycopg errors become StoreError."""
+        returns_id = _INSERT_WITH_ID.match(sql) is not None and "RETURNING" not in sql.upper()
+        text = sql + (" RETURNING id" if returns_id else "")
+        with self.lock:
+            if not self._depth:
+                self._usable()
+            try:  # without parameters psycopg sends the text as is (no `%` processing)
+                cur = (self.conn.execute(to_pyformat(text), params) if params
+                       else self.conn.execute(text))
+                found = _rows(cur)
+            except psycopg.Error as exc:
+                raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
+        return Result(found, int(found[-1][0]) if returns_id and found else None)
+
+    @contextmanager
+    def transaction(self, *lock_keys: str) -> Iterator[None]:
+        """All-or-nothing; nests through savepoints. The outermost one first waits for each key's
+        advisory lock in the order given (held until it ends), so writers of one key serialise
+        across processes."""
+        with self.lock:
+            outer = not self._depth
+            if outer:
+                self._usable()
+            self._depth += 1
+            try:
+                with self.conn.transaction():
+                    for key in lock_keys if outer else ():
+                        self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+                    yield
+            except psycopg.Error as exc:
+                raise StoreError(f"store transaction failed ({_kind(exc)}): "
+                                 f"{_first_line(exc)}") from exc
+            finally:
+                self._depth -= 1
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+
+_DBAPI = ("IntegrityError", "OperationalError", "ProgrammingError", "DataError", "InternalError",
+          "NotSupportedError", "InterfaceError", "DatabaseError")
+
+
+def _kind(exc: BaseException) -> str:
+    """The DB-API class of a psycopg error (UniqueViolation -> IntegrityError), as sqlite3 names it."""
+    return next((c.__name__ for c in type(exc).__mro__ if c.__name__ in _DBAPI), type(exc).__name__)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,167 @@
+"""Numbered PostgreSQL schema migrations, each applied in its own transaction and recorded.
+
+The same tables and columns as the SQLite schema (store/migrations.py), so the store's portable SQL
+runs unchanged; full-text search is a `tsv` column kept by a trigger (unaccented 'simple' words,
+GIN-indexed) plus a pg_trgm index for substrings. Every migration transaction first takes one
+advisory lock, so replicas starting together apply each migration exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from config.errors import StoreError
+from store.migrations import Migration as SqliteMigration
+from store.migrations import refuse_newer_schema
+from store.postgres.db import Database
+
+_INITIAL = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE conversations (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, model TEXT NOT NULL, external_id TEXT,
+    forked_from TEXT, message_count BIGINT NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL, rowid BIGSERIAL NOT NULL UNIQUE);
+CREATE INDEX conversations_tenant_external ON conversations (tenant_id, external_id, created_at);
+CREATE INDEX conversations_tenant_updated ON conversations (tenant_id, updated_at);
+CREATE TABLE messages (
+    id BIGSERIAL PRIMARY KEY, tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id), seq BIGINT NOT NULL, role TEXT NOT NULL,
+    token_count BIGINT NOT NULL, chain_hash TEXT NOT NULL, content_hash TEXT NOT NULL,
+    pinned BIGINT NOT NULL DEFAULT 0, source TEXT NOT NULL DEFAULT 'client',
+    created_at DOUBLE PRECISION NOT NULL, message_json TEXT NOT NULL, text TEXT NOT NULL, tsv TSVECTOR,
+    UNIQUE (conversation_id, seq));
+CREATE INDEX messages_tenant_chain ON messages (tenant_id, chain_hash, seq, conversation_id);
+CREATE TABLE summaries (
+    num BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id), kind TEXT NOT NULL, depth BIGINT NOT NULL,
+    generation BIGINT NOT NULL, level TEXT NOT NULL, content TEXT NOT NULL, token_count BIGINT NOT NULL,
+    first_seq BIGINT NOT NULL, last_seq BIGINT NOT NULL, model TEXT NOT NULL, prompt_version TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL, tsv TSVECTOR);
+CREATE INDEX summaries_conversation ON summaries (conversation_id, num);
+CREATE TABLE summary_sources (
+    tenant_id TEXT NOT NULL, summary_id TEXT NOT NULL REFERENCES summaries (id),
+    source_kind TEXT NOT NULL CHECK (source_kind IN ('message', 'summary')), source_id TEXT NOT NULL,
+    ord BIGINT NOT NULL, PRIMARY KEY (summary_id, ord));
+CREATE INDEX summary_sources_source ON summary_sources (source_kind, source_id);
+CREATE TABLE anchors (
+    id BIGSERIAL PRIMARY KEY, tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id), kind TEXT NOT NULL, key TEXT NOT NULL,
+    value TEXT NOT NULL, source_message_id BIGINT, source_seq BIGINT NOT NULL DEFAULT -1,
+    status TEXT NOT NULL DEFAULT 'active', superseded_by BIGINT, created_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX anchors_lookup ON anchors (conversation_id, kind, key, status);
+CREATE TABLE views (
+    tenant_id TEXT NOT NULL, conversation_id TEXT NOT NULL REFERENCES conversations (id),
+    version BIGINT NOT NULL, items_json TEXT NOT NULL, covered_through_seq BIGINT NOT NULL,
+    anchor_ids_json TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (conversation_id, version));
+CREATE TABLE compaction_events (
+    id BIGSERIAL PRIMARY KEY, tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id), trigger TEXT NOT NULL, tier TEXT NOT NULL,
+    level TEXT NOT NULL, outcome TEXT NOT NULL, summarizer_model TEXT NOT NULL,
+    summarizer_settings_json TEXT NOT NULL, prompt_version TEXT NOT NULL,
+    source_message_ids_json TEXT NOT NULL, source_summary_ids_json TEXT NOT NULL, summary_id TEXT,
+    depth BIGINT, generation BIGINT, tokens_before BIGINT NOT NULL, tokens_after BIGINT NOT NULL,
+    verification TEXT NOT NULL, rejected_facts_json TEXT NOT NULL, anchors_added_json TEXT NOT NULL,
+    anchors_superseded_json TEXT NOT NULL, duration_ms DOUBLE PRECISION NOT NULL, error TEXT,
+    created_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX compaction_events_conversation ON compaction_events (conversation_id, id);
+CREATE TABLE forwarded (
+    id BIGSERIAL PRIMARY KEY, tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id), messages_forwarded BIGINT NOT NULL,
+    shared_prefix BIGINT NOT NULL, extends_previous BIGINT, tokens_received BIGINT NOT NULL,
+    tokens_forwarded BIGINT NOT NULL, budget BIGINT NOT NULL, occupancy_json TEXT NOT NULL,
+    compacted BIGINT NOT NULL, view_version BIGINT NOT NULL, created_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX forwarded_conversation ON forwarded (conversation_id, id);
+CREATE TABLE forwarded_tips (
+    conversation_id TEXT PRIMARY KEY REFERENCES conversations (id), tenant_id TEXT NOT NULL,
+    hashes BYTEA NOT NULL);
+CREATE TABLE tool_rounds (
+    id BIGSERIAL PRIMARY KEY, tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id), calls_json TEXT NOT NULL,
+    results_json TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX tool_rounds_conversation ON tool_rounds (conversation_id, id);
+"""
+
+# Words: unaccented 'simple' lexemes (no stemming, no stop words: like FTS5 unicode61 with
+# remove_diacritics). Substrings: pg_trgm over the raw text (ILIKE uses the index).
+_SEARCH = """
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE EXTENSION IF NOT EXISTS unaccent;
+CREATE FUNCTION ctxproxy_words(doc TEXT) RETURNS TSVECTOR LANGUAGE sql STABLE
+    AS $$ SELECT to_tsvector('simple', unaccent(doc)) $$;
+CREATE FUNCTION ctxproxy_messages_tsv() RETURNS TRIGGER LANGUAGE plpgsql
+    AS $$ BEGIN NEW.tsv := ctxproxy_words(NEW.text); RETURN NEW; END $$;
+CREATE FUNCTION ctxproxy_summaries_tsv() RETURNS TRIGGER LANGUAGE plpgsql
+    AS $$ BEGIN NEW.tsv := ctxproxy_words(NEW.content); RETURN NEW; END $$;
+CREATE TRIGGER messages_tsv BEFORE INSERT OR UPDATE OF text ON messages
+    FOR EACH ROW EXECUTE FUNCTION ctxproxy_messages_tsv();
+CREATE TRIGGER summaries_tsv BEFORE INSERT OR UPDATE OF content ON summaries
+    FOR EACH ROW EXECUTE FUNCTION ctxproxy_summaries_tsv();
+CREATE INDEX messages_tsv_gin ON messages USING gin (tsv);
+CREATE INDEX summaries_tsv_gin ON summaries USING gin (tsv);
+CREATE INDEX messages_text_trgm ON messages USING gin (text gin_trgm_ops);
+CREATE INDEX summaries_content_trgm ON summaries USING gin (content gin_trgm_ops);
+"""
+
+_LEASES = """
+CREATE TABLE step_leases (
+    tenant_id TEXT NOT NULL, conversation_id TEXT NOT NULL, holder TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant_id, conversation_id));
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _INITIAL),
+    Migration(2, "full-text search: tsvector words (unaccent) and pg_trgm substrings", _SEARCH),
+    Migration(3, "leases on background compaction steps (one replica per step)", _LEASES),
+)
+_LOCK_KEY = "ctxproxy:migrations"
+
+
+def _statements(sql: str) -> list[str]:
+    """Statements of a migration script (`;` at a line end closes one; dollar-quoted bodies stay whole)."""
+    out, pending = [], ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if line.rstrip().endswith(";") and pending.count("$$") % 2 == 0:
+            out.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        raise StoreError(f"incomplete SQL statement in migration: {pending.strip()[:80]}")
+    return out
+
+
+def applied_versions(db: Database) -> set[int]:
+    """Versions recorded in `schema_migrations` (creating that table if needed)."""
+    with db.transaction(_LOCK_KEY):
+        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
+                   "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)")
+        return {int(r[0]) for r in db.execute("SELECT version FROM schema_migrations")}
+
+
+def apply_migrations(db: Database, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
+    """Apply the missing migrations in order, each in one transaction; return the versions applied."""
+    done = applied_versions(db)
+    refuse_newer_schema(done, [SqliteMigration(m.version, m.name, m.sql) for m in migrations])
+    applied: list[int] = []
+    for migration in sorted(migrations, key=lambda m: m.version):
+        if migration.version in done:
+            continue
+        with db.transaction(_LOCK_KEY):
+            if db.execute("SELECT 1 FROM schema_migrations WHERE version = :v",
+                          {"v": migration.version}).fetchone():
+                continue  # another replica applied it meanwhile
+            for statement in _statements(migration.sql):
+                db.execute(statement)
+            db.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)",
+                       {"v": migration.version, "n": migration.name, "t": time.time()})
+        applied.append(migration.version)
+    return applied

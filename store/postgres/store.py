@@ -1,0 +1,181 @@
+"""The PostgreSQL store: the shared backend replicas use (`store.url: postgresql://...`).
+
+`PgTenantStore` runs the SQLite store's portable queries (store/store.py and the modules it calls)
+through its own `_run`, the one place that binds the tenant; only search differs
+(store/postgres/search.py). Every write transaction first takes its conversation's advisory lock
+(`_conversation_key`), so writes to one conversation are serialised across processes (READ COMMITTED
+then sees the other replica's committed rows) while other conversations proceed; a killed replica's
+open transaction is rolled back by the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from config.errors import StoreError
+from config.settings import StoreSettings
+from store import ingest as ingest_mod
+from store.anchors import upsert_anchors
+from store.identity import canonical_bodies, chain_from_bodies
+from store.ingest import Cursor
+from store.models import Anchor as AnchorRecord
+from store.models import AnchorDraft, IngestResult, SearchHit, SearchQuery
+from store.postgres import search as pg_search
+from store.postgres.db import Database
+from store.postgres.migrations import apply_migrations
+from store.search import validate
+from store.store import ANONYMOUS_TENANT, TenantStore
+
+_LOCK_KEY_CACHE = 100_000  # conversations whose lock key is remembered (cleared when full)
+
+
+class _Rollback(Exception):
+    """Raised inside a transaction to undo it on purpose (previews)."""
+
+
+class PgStore:
+    """Owns the PostgreSQL connection and the tenant secret; hands out PgTenantStores."""
+
+    def __init__(self, db: Database, tenant_secret: str, settings: StoreSettings) -> None:
+        self.db = db
+        self.settings = settings
+        self._secret = tenant_secret
+        self.lock_keys: dict[tuple[str, str], str] = {}  # (tenant, conversation) -> its lock key
+
+    @classmethod
+    def open(cls, settings: StoreSettings) -> PgStore:
+        """Connect, migrate (once across replicas), and load (or create once) the tenant secret."""
+        if not settings.url:
+            raise StoreError("internal: PgStore.open without store.url")
+        db = Database(settings.url)
+        try:
+            apply_migrations(db)
+            secret = settings.tenant_secret or _stored_secret(db)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, secret, settings)
+
+    @property
+    def tenant_secret(self) -> str:
+        return self._secret
+
+    def tenant_id_for_key(self, api_key: str | None) -> str:
+        """HMAC-SHA256(secret, key), first 32 hex (as the SQLite store); the key is never stored."""
+        if api_key is None:
+            return ANONYMOUS_TENANT
+        return hmac.new(self._secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def for_tenant(self, tenant_id: str) -> PgTenantStore:
+        return PgTenantStore(self, tenant_id)
+
+    def tenant_ids(self) -> list[str]:
+        """Tenants with at least one conversation, most recent activity first (operator views)."""
+        found = self.db.execute("SELECT tenant_id FROM conversations GROUP BY tenant_id "
+                                "ORDER BY MAX(updated_at) DESC, tenant_id")
+        return [str(row[0]) for row in found]
+
+    def checkpoint(self, mode: Literal["PASSIVE", "TRUNCATE"] = "PASSIVE", *,
+                   exclusive: bool = False) -> bool:
+        """Nothing to do: the server checkpoints its own WAL (always complete)."""
+        return True
+
+    def size_bytes(self) -> int:
+        """Tables and indexes of the store's schema, as PostgreSQL counts them."""
+        row = self.db.execute("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                              "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                              "WHERE n.nspname = current_schema() AND c.relkind = 'r'").fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _stored_secret(db: Database) -> str:
+    """The secret kept in `meta`, generated on first use (race-safe: first writer wins)."""
+    with db.transaction():
+        db.execute("INSERT INTO meta (key, value) VALUES ('tenant_secret', :v) ON CONFLICT (key) DO NOTHING",
+                   {"v": secrets.token_hex(32)})
+        row = db.execute("SELECT value FROM meta WHERE key = 'tenant_secret'").fetchone()
+    if row is None:
+        raise StoreError("tenant secret missing from the store's meta table")
+    return str(row[0])
+
+
+class PgTenantStore(TenantStore):
+    """One tenant's data on PostgreSQL: TenantStore's queries, run through this `_run`."""
+
+    def __init__(self, store: PgStore, tenant_id: str) -> None:  # no Store to hand to TenantStore
+        self._pg = store
+        self.tenant_id = tenant_id
+
+    def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+        """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
+        if ":tenant" not in sql:
+            raise StoreError("internal: store query without tenant filter")
+        return self._pg.db.execute(sql, {**(params or {}), "tenant": self.tenant_id})
+
+    @contextmanager
+    def _tx(self, conversation_id: str | None = None) -> Iterator[None]:
+        """A write transaction holding the conversation's lock (see `_conversation_key`)."""
+        keys = (self._conversation_key(conversation_id),) if conversation_id is not None else ()
+        with self._pg.db.transaction(*keys):
+            yield
+
+    def _lock_key(self, chain_hash: str) -> str:
+        return f"ctxproxy:{self.tenant_id}:{chain_hash}"
+
+    def _conversation_key(self, conversation_id: str) -> str:
+        """A conversation's lock: the chain hash of its second message (its first, while it has one).
+
+        Every request continuing the conversation shares that hash, so ingest can take the same lock
+        before it knows which conversation it continues; conversations that only share a system
+        prompt get different locks and never wait for each other.
+        """
+        cached = self._pg.lock_keys.get((self.tenant_id, conversation_id))
+        if cached is not None:
+            return cached
+        found = self._run("SELECT seq, chain_hash FROM messages WHERE tenant_id = :tenant AND "
+                          "conversation_id = :cid AND seq <= 1 ORDER BY seq DESC LIMIT 1",
+                          {"cid": conversation_id}).fetchone()
+        key = self._lock_key(found[1] if found is not None else "conversation:" + conversation_id)
+        if found is not None and found[0] == 1:  # a stored second message never changes: keep it
+            if len(self._pg.lock_keys) >= _LOCK_KEY_CACHE:
+                self._pg.lock_keys.clear()
+            self._pg.lock_keys[(self.tenant_id, conversation_id)] = key
+        return key
+
+    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
+               count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
+        """Store a request's history (store/ingest.py) under the locks of every conversation it can
+        extend: its first message's chain hash, then its second's (a fixed order: no deadlock)."""
+        chain = chain_from_bodies(canonical_bodies(messages[:2])) if messages else []
+        with self._pg.db.transaction(*(self._lock_key(h) for h in chain)):
+            return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
+                                     count_tokens=count_tokens)
+
+    def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[AnchorRecord]:
+        """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
+        try:
+            with self._tx(conversation_id):
+                self.conversation(conversation_id)
+                upsert_anchors(self._run, conversation_id, drafts)
+                active = self.anchors(conversation_id)
+                raise _Rollback
+        except _Rollback:
+            return active
+
+    def _scrub(self) -> None:
+        """Deleted rows are dead tuples until (auto)vacuum reclaims them; nothing to do here."""
+
+    def search(self, q: SearchQuery) -> list[SearchHit]:
+        """Full-text search (store/postgres/search.py); a named conversation must be this tenant's."""
+        validate(q)
+        if q.conversation_id and not q.all_conversations:
+            self.conversation(q.conversation_id)
+        return pg_search.search(self._run, q)
