@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -31,9 +31,11 @@ from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream import sse
-from proxy.upstream.openai import MISSING_API_KEY, Upstream, uses_openai_wire
+from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, Upstream, uses_openai_wire
 from proxy.upstream.wire import first_message
 
+Outcome = TypeVar("Outcome")
+Relay = Callable[[AsyncIterator[bytes], sse.Writer], Awaitable[Outcome]]  # events, write -> outcome
 CONVERSATION_HEADER = "X-Conversation-Id"
 MAX_CONVERSATION_ID_CHARS = 256
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
@@ -239,10 +241,18 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
 
 
 async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
+    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), sse.relay,
+                              _finish_stream)
+
+
+async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay[Outcome],
+                       finish: Callable[[Turn, Outcome], None]) -> web.StreamResponse:
+    """Relay an upstream event stream to the client as it arrives, then `finish` (store the reply):
+    the one streaming path of the chat, Responses and Messages handlers."""
     record = t.request[appkeys.RECORD]
     began = time.perf_counter()
     try:
-        stream = await upstream.open_stream(t.params, t.body, t.api_key)
+        stream = await opening
     except UpstreamHTTPError as exc:
         record.upstream_status = exc.upstream_status
         raise
@@ -252,7 +262,7 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
     try:
         await response.prepare(t.request)
         t.request[PREPARED_RESPONSE] = response  # from here on, errors must not start a new response
-        outcome = await sse.relay(stream.events(), response.write)
+        outcome = await relay(stream.events(), response.write)
     except ConnectionResetError:
         # The client went away: the upstream request is dropped (finally) and nothing is stored.
         record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
@@ -263,16 +273,21 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
     finally:
         await stream.aclose()
     upstream_s = time.perf_counter() - began
-    try:
-        _finish_stream(t, outcome)
-    except Exception as exc:  # the client has its reply; storing it failed (logged, not re-sent)
-        record.error_code = "reply_store_failed"
-        t.request.app[appkeys.LOGGER].error(
-            "reply_store_failed", conversation_id=t.prepared.conversation_id,
-            error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
+    _finish_logged(t, lambda: finish(t, outcome))
     observe_timing(t, upstream_s, header_overhead=True)
     await response.write_eof()
     return response
+
+
+def _finish_logged(t: Turn, finish: Callable[[], None]) -> None:
+    """Run `finish`; a failure is logged, never re-sent: the client already has its reply."""
+    try:
+        finish()
+    except Exception as exc:
+        t.request[appkeys.RECORD].error_code = "reply_store_failed"
+        t.request.app[appkeys.LOGGER].error(
+            "reply_store_failed", conversation_id=t.prepared.conversation_id,
+            error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
 
 
 def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:

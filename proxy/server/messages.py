@@ -8,14 +8,13 @@ usual transports and their reply is translated back (proxy/wire/anthropic_transl
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from aiohttp import web
 
 from compaction.tokens import TokenCounter
-from config.errors import CtxProxyError, ModelNotFoundError, UpstreamHTTPError
+from config.errors import ModelNotFoundError, UpstreamHTTPError
 from proxy import appkeys
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
@@ -25,8 +24,9 @@ from proxy.server.chat import (
     ctxproxy_headers,
     observe_timing,
     prepare_turn,
+    relay_stream,
 )
-from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
+from proxy.server.middleware import PREPARED_RESPONSE
 from proxy.upstream import anthropic_sse
 from proxy.upstream.anthropic import AnthropicUpstream
 from proxy.wire import anthropic as wire
@@ -102,42 +102,15 @@ async def _complete(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
 
 
 async def _stream(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
-    record = t.request[appkeys.RECORD]
-    began = time.perf_counter()
-    try:
-        stream = await upstream.open_stream(t.params, t.body, t.api_key)
-    except UpstreamHTTPError as exc:
-        record.upstream_status = exc.upstream_status
-        raise
-    record.upstream_status = stream.status
-    response = web.StreamResponse(status=200, headers={
-        **stream.headers, **SSE_HEADERS, **ctxproxy_headers(t, time.perf_counter() - began)})
-    try:
-        await response.prepare(t.request)
-        t.request[PREPARED_RESPONSE] = response
-        outcome = await anthropic_sse.relay(stream.events(), response.write)
-    except (ConnectionResetError, asyncio.CancelledError) as exc:
-        record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        return response
-    finally:
-        await stream.aclose()
-    finish_stream(t, outcome)
-    observe_timing(t, time.perf_counter() - began, header_overhead=True)
-    await response.write_eof()
-    return response
+    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), anthropic_sse.relay,
+                              finish_stream)
 
 
 def finish_stream(t: Turn, outcome: anthropic_sse.MessagesOutcome) -> None:
     """Store a complete streamed reply; log a broken one (nothing stored)."""
     if outcome.complete:
-        try:
-            _store_reply(t, {"content": outcome.assembler.content(), "usage": outcome.assembler.usage})
-        except CtxProxyError as exc:  # the client has its reply; storing it failed (logged)
-            t.request[appkeys.RECORD].error_code = "reply_store_failed"
-            t.request.app[appkeys.LOGGER].error("reply_store_failed", error=exc.message,
-                                                conversation_id=t.prepared.conversation_id)
+        # A failure to store is logged by relay_stream (the client has its reply).
+        _store_reply(t, {"content": outcome.assembler.content(), "usage": outcome.assembler.usage})
         return
     t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
     t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,

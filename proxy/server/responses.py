@@ -8,26 +8,24 @@ state on the provider and is forwarded untouched, as is any entry not speaking O
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from aiohttp import web
 
 from compaction import recall
-from config.errors import CtxProxyError, UpstreamHTTPError
+from config.errors import UpstreamHTTPError
 from proxy import appkeys
 from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
-    SSE_HEADERS,
     Turn,
     ctxproxy_headers,
     observe_timing,
     prepare_turn,
+    relay_stream,
 )
-from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.server.passthrough import forward_routed
 from proxy.upstream import responses_sse
 from proxy.upstream.openai import OpenAIUpstream, UpstreamReply
@@ -126,41 +124,13 @@ async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
 
 
 async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
-    record = t.request[appkeys.RECORD]
-    began = time.perf_counter()
-    try:
-        stream = await upstream.open_stream(t.params, t.body, t.api_key)
-    except UpstreamHTTPError as exc:
-        record.upstream_status = exc.upstream_status
-        raise
-    record.upstream_status = stream.status
-    response = web.StreamResponse(status=200, headers={
-        **stream.headers, **SSE_HEADERS, **ctxproxy_headers(t, time.perf_counter() - began)})
-    try:
-        await response.prepare(t.request)
-        t.request[PREPARED_RESPONSE] = response
-        outcome = await responses_sse.relay(stream.events(), response.write)
-    except (ConnectionResetError, asyncio.CancelledError) as exc:
-        record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        return response
-    finally:
-        await stream.aclose()
-    _finish_stream(t, outcome)
-    observe_timing(t, time.perf_counter() - began, header_overhead=True)
-    await response.write_eof()
-    return response
+    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), responses_sse.relay,
+                              _finish_stream)
 
 
 def _finish_stream(t: Turn, outcome: responses_sse.ResponsesOutcome) -> None:
     if outcome.complete and outcome.response is not None:
-        try:
-            _store_reply(t, outcome.response)
-        except CtxProxyError as exc:  # the client has its reply; storing it failed (logged)
-            t.request[appkeys.RECORD].error_code = "reply_store_failed"
-            t.request.app[appkeys.LOGGER].error("reply_store_failed", error=exc.message,
-                                                conversation_id=t.prepared.conversation_id)
+        _store_reply(t, outcome.response)  # a failure is logged by relay_stream (the client has its reply)
         return
     t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
     t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,
