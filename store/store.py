@@ -56,6 +56,14 @@ from store.models import (
 ANONYMOUS_TENANT = "anonymous"
 
 
+def tenant_id(secret: str, api_key: str | None) -> str:
+    """HMAC-SHA256(secret, key), first 32 hex; no key -> `anonymous`. The key is never stored.
+    Every backend derives tenants this way, so a key maps to the same tenant on SQLite and PostgreSQL."""
+    if api_key is None:
+        return ANONYMOUS_TENANT
+    return hmac.new(secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
+
+
 class _Rollback(Exception):
     """Raised inside a transaction to undo it on purpose (previews)."""
 
@@ -117,10 +125,7 @@ class Store:
         return self._secret
 
     def tenant_id_for_key(self, api_key: str | None) -> str:
-        """HMAC-SHA256(secret, key), first 32 hex; no key -> `anonymous`. The key is never stored."""
-        if api_key is None:
-            return ANONYMOUS_TENANT
-        return hmac.new(self._secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
+        return tenant_id(self._secret, api_key)
 
     def for_tenant(self, tenant_id: str) -> TenantStore:
         return TenantStore(self, tenant_id)

@@ -31,7 +31,7 @@ from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream import sse
-from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, Upstream, uses_openai_wire
+from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, Upstream, UpstreamReply, uses_openai_wire
 from proxy.upstream.wire import first_message
 
 Outcome = TypeVar("Outcome")
@@ -218,15 +218,35 @@ def ctxproxy_headers(t: Turn, upstream_s: float) -> dict[str, str]:
 
 
 async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
+    return await relay_reply(t, upstream.complete(t.params, t.body, t.api_key), _store_reply)
+
+
+async def relay_reply(t: Turn, calling: Awaitable[UpstreamReply],
+                      finish: Callable[[Turn, UpstreamReply], None]) -> web.Response:
+    """Forward one non-streaming call and relay its JSON body unchanged once `finish` stored the
+    reply: the one non-streaming path of the chat, Responses and Messages handlers."""
+    reply, upstream_s = await timed_call(t, calling)
+    finish(t, reply)
+    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
+    observe_timing(t, upstream_s)
+    return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+
+
+async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[UpstreamReply, float]:
+    """The reply of one upstream call and its seconds; the upstream status is recorded either way."""
     record = t.request[appkeys.RECORD]
     began = time.perf_counter()
     try:
-        reply = await upstream.complete(t.params, t.body, t.api_key)
+        reply = await calling
     except UpstreamHTTPError as exc:
         record.upstream_status = exc.upstream_status
         raise
-    upstream_s = time.perf_counter() - began
     record.upstream_status = reply.status
+    return reply, time.perf_counter() - began
+
+
+def _store_reply(t: Turn, reply: UpstreamReply) -> None:
+    record = t.request[appkeys.RECORD]
     usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
     record.tokens_out = usage.get("completion_tokens") if usage else None
     record.cache_read_tokens = cached_prompt_tokens(usage)
@@ -235,9 +255,6 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
     if message is not None:
         engine.record_reply(t.prepared, t.turn, message)
     engine.after_turn(t.prepared, t.turn)
-    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
-    observe_timing(t, upstream_s)
-    return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
 
 
 async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:

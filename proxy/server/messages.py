@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from compaction.tokens import TokenCounter
-from config.errors import ModelNotFoundError, UpstreamHTTPError
+from config.errors import ModelNotFoundError
 from proxy import appkeys
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
@@ -24,7 +24,9 @@ from proxy.server.chat import (
     ctxproxy_headers,
     observe_timing,
     prepare_turn,
+    relay_reply,
     relay_stream,
+    timed_call,
 )
 from proxy.server.middleware import PREPARED_RESPONSE
 from proxy.upstream import anthropic_sse
@@ -86,19 +88,8 @@ def _note_usage(t: Turn, usage: Any) -> None:
 
 
 async def _complete(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
-    record = t.request[appkeys.RECORD]
-    began = time.perf_counter()
-    try:
-        reply = await upstream.complete(t.params, t.body, t.api_key)
-    except UpstreamHTTPError as exc:
-        record.upstream_status = exc.upstream_status
-        raise
-    upstream_s = time.perf_counter() - began
-    record.upstream_status = reply.status
-    _store_reply(t, reply.data)
-    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
-    observe_timing(t, upstream_s)
-    return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+    return await relay_reply(t, upstream.complete(t.params, t.body, t.api_key),
+                             lambda turn, reply: _store_reply(turn, reply.data))
 
 
 async def _stream(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
@@ -122,15 +113,8 @@ async def translate_turn(t: Turn, body: dict[str, Any]) -> web.StreamResponse:
     """An entry not speaking Messages: the chat form through its transport, the reply translated."""
     t.body = translate.chat_request(t.body, body)
     upstream = t.request.app[appkeys.UPSTREAMS].for_params(t.params)
-    record = t.request[appkeys.RECORD]
-    began = time.perf_counter()
-    try:
-        reply = await upstream.complete(t.params, {**t.body, "stream": False}, t.api_key)
-    except UpstreamHTTPError as exc:
-        record.upstream_status = exc.upstream_status
-        raise
-    upstream_s = time.perf_counter() - began
-    record.upstream_status = reply.status
+    reply, upstream_s = await timed_call(t, upstream.complete(t.params, {**t.body, "stream": False},
+                                                              t.api_key))
     message = translate.anthropic_message(reply.data, str(body.get("model")))
     _store_reply(t, message)
     observe_timing(t, upstream_s)

@@ -14,16 +14,14 @@ from typing import Any
 from aiohttp import web
 
 from compaction import recall
-from config.errors import UpstreamHTTPError
 from proxy import appkeys
 from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
     Turn,
-    ctxproxy_headers,
-    observe_timing,
     prepare_turn,
+    relay_reply,
     relay_stream,
 )
 from proxy.server.passthrough import forward_routed
@@ -92,19 +90,7 @@ def _store_reply(t: Turn, response: dict[str, Any]) -> None:
 
 
 async def _complete(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
-    record = t.request[appkeys.RECORD]
-    began = time.perf_counter()
-    try:
-        reply = await _call(t, upstream)
-    except UpstreamHTTPError as exc:
-        record.upstream_status = exc.upstream_status
-        raise
-    upstream_s = time.perf_counter() - began
-    record.upstream_status = reply.status
-    _store_reply(t, reply.data)
-    headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
-    observe_timing(t, upstream_s)
-    return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+    return await relay_reply(t, _call(t, upstream), lambda turn, reply: _store_reply(turn, reply.data))
 
 
 async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:

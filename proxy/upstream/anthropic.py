@@ -7,16 +7,14 @@ The key goes as `x-api-key` (the entry's own, else the client's); the client's `
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 
-from config.errors import UpstreamError
 from config.settings import LiteLLMParams
 from proxy.error_mapping import provider_call
-from proxy.upstream.openai import AiohttpStream, UpstreamReply, relayed_headers, upstream_http_error
+from proxy.upstream.openai import AiohttpStream, UpstreamReply, event_stream, json_reply
 from proxy.upstream.wire import compact_json
 
 ANTHROPIC_API_BASE = "https://api.anthropic.com"
@@ -52,33 +50,11 @@ class AnthropicUpstream:
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
-        resp = await self._post(params, body, api_key)
-        try:
-            with provider_call():
-                raw = await resp.read()
-        finally:
-            resp.release()
-        if resp.status >= 400:
-            raise upstream_http_error(resp.status, raw, params, resp.headers)
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            raise UpstreamError("the upstream provider answered with invalid JSON") from None
-        if not isinstance(data, dict):
-            raise UpstreamError("the upstream provider answered with a non-object JSON")
-        return UpstreamReply(resp.status, raw, data, relayed_headers(resp.headers))
+        return await json_reply(await self._post(params, body, api_key), params)
 
     async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
                           api_key: str | None) -> AiohttpStream:
-        resp = await self._post(params, body, api_key)
-        if resp.status >= 400:
-            try:
-                with provider_call():
-                    raw = await resp.read()
-            finally:
-                resp.release()
-            raise upstream_http_error(resp.status, raw, params, resp.headers)
-        return AiohttpStream(resp)
+        return await event_stream(await self._post(params, body, api_key), params)
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
                     api_key: str | None) -> aiohttp.ClientResponse:

@@ -90,24 +90,11 @@ class OpenAIUpstream:
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
-        resp = await self._post(params, body, api_key)
-        raw = await _read_all(resp)
-        if resp.status >= 400:
-            raise upstream_http_error(resp.status, raw, params, resp.headers)
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            raise UpstreamError("the upstream provider answered with invalid JSON") from None
-        if not isinstance(data, dict):
-            raise UpstreamError("the upstream provider answered with a non-object JSON")
-        return UpstreamReply(resp.status, raw, data, relayed_headers(resp.headers))
+        return await json_reply(await self._post(params, body, api_key), params)
 
     async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
                           api_key: str | None) -> StreamingReply:
-        resp = await self._post(params, body, api_key)
-        if resp.status >= 400:
-            raise upstream_http_error(resp.status, await _read_all(resp), params, resp.headers)
-        return AiohttpStream(resp)
+        return await event_stream(await self._post(params, body, api_key), params)
 
     async def _post(self, params: LiteLLMParams, body: dict[str, Any],
                     api_key: str | None) -> aiohttp.ClientResponse:
@@ -212,6 +199,27 @@ def relayed_headers(headers: Any) -> dict[str, str]:
     """Provider response headers worth relaying (rate limits, request ids), never the account's."""
     return {k: v for k, v in headers.items()
             if k.lower().startswith(RELAYED_HEADER_PREFIXES) and k.lower() not in WITHHELD_HEADERS}
+
+
+async def json_reply(resp: aiohttp.ClientResponse, params: LiteLLMParams) -> UpstreamReply:
+    """A whole JSON reply (connection released); a provider error or a non-object body raises."""
+    raw = await _read_all(resp)
+    if resp.status >= 400:
+        raise upstream_http_error(resp.status, raw, params, resp.headers)
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise UpstreamError("the upstream provider answered with invalid JSON") from None
+    if not isinstance(data, dict):
+        raise UpstreamError("the upstream provider answered with a non-object JSON")
+    return UpstreamReply(resp.status, raw, data, relayed_headers(resp.headers))
+
+
+async def event_stream(resp: aiohttp.ClientResponse, params: LiteLLMParams) -> AiohttpStream:
+    """An open event stream; a provider error is read whole (connection released) and raised."""
+    if resp.status >= 400:
+        raise upstream_http_error(resp.status, await _read_all(resp), params, resp.headers)
+    return AiohttpStream(resp)
 
 
 async def _read_all(resp: aiohttp.ClientResponse) -> bytes:

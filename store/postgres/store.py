@@ -10,8 +10,6 @@ open transaction is rolled back by the server.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +27,7 @@ from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import apply_migrations
 from store.search import validate
-from store.store import ANONYMOUS_TENANT, TenantStore
+from store.store import TenantStore, tenant_id
 
 _LOCK_KEY_CACHE = 100_000  # conversations whose lock key is remembered (cleared when full)
 
@@ -66,10 +64,7 @@ class PgStore:
         return self._secret
 
     def tenant_id_for_key(self, api_key: str | None) -> str:
-        """HMAC-SHA256(secret, key), first 32 hex (as the SQLite store); the key is never stored."""
-        if api_key is None:
-            return ANONYMOUS_TENANT
-        return hmac.new(self._secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
+        return tenant_id(self._secret, api_key)
 
     def for_tenant(self, tenant_id: str) -> PgTenantStore:
         return PgTenantStore(self, tenant_id)
