@@ -74,9 +74,9 @@ def should_offer(prepared: PreparedRequest, settings: RecallSettings) -> bool:
             and (bool(prepared.summary_ids) or prepared.forced_truncation))
 
 
-async def execute(tenant: TenantAccess, conversation_id: str, name: str, arguments_json: str,
-                  settings: RecallSettings) -> str:
-    """Answer one recall tool call with a JSON string."""
+def execute(tenant: TenantAccess, conversation_id: str, name: str, arguments_json: str,
+            settings: RecallSettings) -> str:
+    """Answer one recall tool call with a JSON string (synchronous: run it where the store lives)."""
     try:
         args = json.loads(arguments_json or "{}")
         if not isinstance(args, dict):

@@ -17,7 +17,8 @@ from structlog.typing import FilteringBoundLogger
 
 from config.settings import Settings
 from proxy import appkeys, upkeep
-from proxy.appkeys import EngineAPI
+from proxy.engine_host import EngineHost
+from proxy.engine_host import HostedEngine as EngineAPI
 from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
 from proxy.observability.loop_lag import loop_lag_ctx
@@ -101,14 +102,21 @@ def _store_size(app: web.Application) -> int:
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:
+    """The store and the engine thread it lives on (proxy/engine_host.py), with its upkeep tasks."""
     settings = app[appkeys.SETTINGS].store
-    store = open_store(settings, autocheckpoint=False)
-    app[appkeys.STORE] = store
+    host = EngineHost()
+    host.start()
+    try:
+        store = await host.run(lambda: open_store(settings, autocheckpoint=False))
+    except BaseException:
+        await host.stop()
+        raise
+    app[appkeys.HOST], app[appkeys.STORE] = host, store
     logger = app[appkeys.LOGGER]
     tasks = [asyncio.create_task(upkeep.checkpoint_periodically(store, settings, logger))]
     if settings.retention_days is not None:
-        await upkeep.sweep_retention(store, settings.retention_days, logger)
-        tasks.append(asyncio.create_task(upkeep.retain_periodically(store, settings.retention_days,
+        await upkeep.sweep_retention(host, store, settings.retention_days, logger)
+        tasks.append(asyncio.create_task(upkeep.retain_periodically(host, store, settings.retention_days,
                                                                     logger)))
     try:
         yield
@@ -118,7 +126,8 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await asyncio.to_thread(store.checkpoint, "TRUNCATE")
-        store.close()
+        await host.run(store.close)
+        await host.stop()
 
 
 def client_session(settings: Settings) -> aiohttp.ClientSession:
@@ -145,12 +154,12 @@ async def _session(app: web.Application) -> AsyncIterator[None]:
 
 def _engine(factory: EngineFactory) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        engine = factory(app[appkeys.STORE], app[appkeys.SETTINGS], app[appkeys.METRICS],
-                         app[appkeys.LOGGER])
-        app[appkeys.ENGINE] = engine
+        host = app[appkeys.HOST]
+        app[appkeys.ENGINE] = await host.start_engine(lambda: factory(
+            app[appkeys.STORE], app[appkeys.SETTINGS], app[appkeys.METRICS], app[appkeys.LOGGER]))
         try:
             yield
         finally:
-            await engine.aclose()
+            await host.stop_engine()
 
     return ctx

@@ -1,12 +1,15 @@
 """Store upkeep off the request path: periodic WAL checkpoints and the retention sweep.
 
-Both run in worker threads (the store's own lock serialises them with requests) as tasks owned by
-the app's store cleanup context. Checkpoint strategy (README "Checkpoint strategy"): every
-CHECKPOINT_TICK_S a PASSIVE checkpoint, which never blocks a request but cannot empty the WAL while writes
-keep coming; then, when the WAL file exceeds WAL_TRUNCATE_BYTES, a TRUNCATE checkpoint, which
-holds writers back just long enough to copy the few frames written since and empty the file.
-Writers in a tight loop can starve it (it waits only TRUNCATE_BUSY_MS for its turn); past
-WAL_EXCLUSIVE_BYTES it runs under the store's lock, so requests wait for it instead.
+Both are tasks owned by the app's store cleanup context: checkpoints run in a worker thread on their
+own connection (the store's lock serialises them with its writers), the retention sweep on the
+engine thread, where every other store call runs (proxy/engine_host.py).
+
+Checkpoint strategy (README "Checkpoint strategy"): every CHECKPOINT_TICK_S a PASSIVE checkpoint,
+which never blocks a request but cannot empty the WAL while writes keep coming; then, when the WAL
+file exceeds WAL_TRUNCATE_BYTES, a TRUNCATE checkpoint, which holds writers back just long enough to
+copy the few frames written since and empty the file. Writers in a tight loop can starve it (it
+waits only TRUNCATE_BUSY_MS for its turn); past WAL_EXCLUSIVE_BYTES it runs under the store's lock,
+so requests wait for it instead.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from structlog.typing import FilteringBoundLogger
 
 from config.errors import CtxProxyError
 from config.settings import StoreSettings
+from proxy.engine_host import StoreRunner
 from store.interface import StoreBackend
 
 CHECKPOINT_TICK_S = 0.2  # a PASSIVE checkpoint, then the WAL's size looked at (~30 MB/s of WAL under load)
@@ -69,11 +73,11 @@ def expire_idle(store: StoreBackend, retention_days: float, now: float) -> int:
     return sum(store.for_tenant(t).delete_idle(before) for t in store.tenant_ids())
 
 
-async def sweep_retention(store: StoreBackend, retention_days: float,
+async def sweep_retention(runner: StoreRunner, store: StoreBackend, retention_days: float,
                           logger: FilteringBoundLogger) -> None:
-    """One retention sweep in a worker thread, logged when it deleted something."""
+    """One retention sweep where the store lives, logged when it deleted something."""
     try:
-        deleted = await asyncio.to_thread(expire_idle, store, retention_days, time.time())
+        deleted = await runner.run(lambda: expire_idle(store, retention_days, time.time()))
     except CtxProxyError as exc:
         logger.warning("store.retention_failed", error=exc.message)
         return
@@ -81,9 +85,10 @@ async def sweep_retention(store: StoreBackend, retention_days: float,
         logger.info("store.retention", conversations_deleted=deleted, retention_days=retention_days)
 
 
-async def retain_periodically(store: StoreBackend, retention_days: float, logger: FilteringBoundLogger,
+async def retain_periodically(runner: StoreRunner, store: StoreBackend, retention_days: float,
+                              logger: FilteringBoundLogger,
                               interval_s: float = RETENTION_INTERVAL_S) -> None:
     """The retention sweep every `interval_s` (the first one runs at start-up, before serving)."""
     while True:
         await asyncio.sleep(interval_s)
-        await sweep_retention(store, retention_days, logger)
+        await sweep_retention(runner, store, retention_days, logger)

@@ -121,7 +121,8 @@ def _api(handler: Callable[[web.Request], Any]) -> Handler:
         try:
             if authorise(request, key) != "ok":
                 raise AuthenticationError("admin key required (Authorization: Bearer <admin_key>)")
-            return _secure(web.json_response(handler(request)))
+            found = await request.app[appkeys.HOST].run(lambda: handler(request))  # the store's thread
+            return _secure(web.json_response(found))
         except CtxProxyError as exc:
             return _error(exc)
     return wrapped

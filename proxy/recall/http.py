@@ -39,14 +39,16 @@ def caller_tenant(request: web.Request, keyless: str = KEYLESS_RECALL) -> Tenant
 async def context_search(request: web.Request) -> web.Response:
     """Hits ranked by bm25 (more negative = better), in OpenAI's list envelope."""
     tenant = caller_tenant(request)  # 401 before the body is even read
-    hits = run_search(tenant, search_query(await read_json_object(request)))
+    query = search_query(await read_json_object(request))
+    hits = await request.app[appkeys.HOST].run(lambda: run_search(tenant, query))
     return web.json_response(as_list([hit_json(h) for h in hits]))
 
 
 async def context_expand(request: web.Request) -> web.Response:
     """Full messages and summaries (with their sources), in the order asked."""
     tenant = caller_tenant(request)
-    items = tenant.expand(expand_ids(await read_json_object(request)))
+    ids = expand_ids(await read_json_object(request))
+    items = await request.app[appkeys.HOST].run(lambda: tenant.expand(ids))
     return web.json_response(as_list([item_json(i) for i in items]))
 
 

@@ -35,7 +35,7 @@ class RecallTools(Protocol):
 
     async def execute(self, name: str, arguments: str) -> str: ...
 
-    def record_round(self, calls: list[JSON], results: list[JSON]) -> None: ...
+    async def record_round(self, calls: list[JSON], results: list[JSON]) -> None: ...
 
 
 class ResultLimit(Protocol):
@@ -121,7 +121,7 @@ class ToolLoop:
             results.append(self.limit.bound(call_name(call), result, share) if self.limit else result)
         if self.limit:
             self.limit.spend(results)
-        self.tools.record_round(calls, results)
+        await self.tools.record_round(calls, results)
         return results
 
     async def _next_round(self, content: Any, calls: list[JSON]) -> list[JSON]:

@@ -20,6 +20,7 @@ from compaction.tokens import TokenCounter
 from compaction.types import PreparedRequest
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
+from proxy.engine_host import InlineRunner, StoreRunner
 from proxy.recall.tool_loop import JSON, ResultLimit, ToolLoop
 from proxy.upstream.openai import StreamingReply, Upstream, UpstreamReply
 from proxy.upstream.sse import DONE, classify
@@ -35,6 +36,7 @@ class StoreRecallTools:
     conversation_id: str
     settings: RecallSettings
     on_call: Callable[[str], None] | None = None  # metrics: "search" | "expand" per executed call
+    runner: StoreRunner = InlineRunner()  # where the store's calls run (the engine thread in a server)
 
     def schemas(self) -> list[JSON]:
         return list(recall.tool_schemas(self.settings))
@@ -45,12 +47,13 @@ class StoreRecallTools:
     async def execute(self, name: str, arguments: str) -> str:
         if self.on_call is not None:
             self.on_call("search" if name == self.settings.search_tool_name else "expand")
-        return await recall.execute(self.store, self.conversation_id, name, arguments, self.settings)
+        return await self.runner.run(lambda: recall.execute(self.store, self.conversation_id, name,
+                                                           arguments, self.settings))
 
-    def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
+    async def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
         """Audit the round with secrets redacted: results hold expanded original text."""
-        self.store.record_tool_round(self.conversation_id, [_redacted(c) for c in calls],
-                                     [_redacted(r) for r in results])
+        redacted = [_redacted(c) for c in calls], [_redacted(r) for r in results]
+        await self.runner.run(lambda: self.store.record_tool_round(self.conversation_id, *redacted))
 
 
 def _redacted(obj: Any) -> Any:
@@ -70,7 +73,7 @@ def _redacted(obj: Any) -> Any:
     return obj
 
 
-def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantAccess,
+def for_turn(upstream: Upstream, settings: RecallSettings, runner: StoreRunner, store: TenantAccess,
              prepared: PreparedRequest, model: str,
              on_call: Callable[[str], None] | None = None) -> Upstream:
     """The transport for this turn: `upstream` itself, or wrapped by the recall loop.
@@ -82,7 +85,7 @@ def for_turn(upstream: Upstream, settings: RecallSettings, store: TenantAccess,
     """
     if not recall.should_offer(prepared, settings):
         return upstream
-    tools = StoreRecallTools(store, prepared.conversation_id, settings, on_call)
+    tools = StoreRecallTools(store, prepared.conversation_id, settings, on_call, runner)
     counter = TokenCounter.for_model(model)
     return RecallUpstream(upstream, tools, settings.max_rounds,
                           lambda: ResultBudget.for_prepared(prepared, counter, settings))

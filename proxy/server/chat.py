@@ -65,9 +65,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
     metrics = request.app[appkeys.METRICS]
     upstream = transport.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
-                                        request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
-                                        t.prepared, t.turn.model,
-                                        lambda op: metrics.recall_call(op, "tool_loop"))
+                                  request.app[appkeys.HOST],
+                                  request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
+                                  t.prepared, t.turn.model, lambda op: metrics.recall_call(op, "tool_loop"))
     if body.get("stream") is True:
         return await _stream(t, upstream)
     return await _complete(t, upstream)
@@ -99,7 +99,7 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     turn = await _build_turn(request, body, entry, tenant, client_key)
     if not recall_tools:
         turn = replace(turn, offer_recall=False)
-    prepared: PreparedRequest = await app[appkeys.ENGINE].prepare(turn)
+    prepared: PreparedRequest = await app[appkeys.HOST].prepare(turn)  # off this loop
     record.conversation_id = prepared.conversation_id
     record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
     record.compacted = prepared.compacted
@@ -222,11 +222,11 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
 
 
 async def relay_reply(t: Turn, calling: Awaitable[UpstreamReply],
-                      finish: Callable[[Turn, UpstreamReply], None]) -> web.Response:
+                      finish: Callable[[Turn, UpstreamReply], Awaitable[None]]) -> web.Response:
     """Forward one non-streaming call and relay its JSON body unchanged once `finish` stored the
     reply: the one non-streaming path of the chat, Responses and Messages handlers."""
     reply, upstream_s = await timed_call(t, calling)
-    finish(t, reply)
+    await finish(t, reply)
     headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
     observe_timing(t, upstream_s)
     return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
@@ -245,16 +245,17 @@ async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[Upstre
     return reply, time.perf_counter() - began
 
 
-def _store_reply(t: Turn, reply: UpstreamReply) -> None:
+async def _store_reply(t: Turn, reply: UpstreamReply) -> None:
     record = t.request[appkeys.RECORD]
     usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
     record.tokens_out = usage.get("completion_tokens") if usage else None
     record.cache_read_tokens = cached_prompt_tokens(usage)
-    message = first_message(reply.data)
-    engine = t.request.app[appkeys.ENGINE]
-    if message is not None:
-        engine.record_reply(t.prepared, t.turn, message)
-    engine.after_turn(t.prepared, t.turn)
+    await finish_turn(t, first_message(reply.data))
+
+
+async def finish_turn(t: Turn, reply: dict[str, Any] | None) -> None:
+    """Store the reply (when there is one) and schedule background work, on the engine thread."""
+    await t.request.app[appkeys.HOST].finish_turn(t.prepared, t.turn, reply)
 
 
 async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
@@ -263,7 +264,7 @@ async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
 
 
 async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay[Outcome],
-                       finish: Callable[[Turn, Outcome], None]) -> web.StreamResponse:
+                       finish: Callable[[Turn, Outcome], Awaitable[None]]) -> web.StreamResponse:
     """Relay an upstream event stream to the client as it arrives, then `finish` (store the reply):
     the one streaming path of the chat, Responses and Messages handlers."""
     record = t.request[appkeys.RECORD]
@@ -290,16 +291,16 @@ async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay
     finally:
         await stream.aclose()
     upstream_s = time.perf_counter() - began
-    _finish_logged(t, lambda: finish(t, outcome))
+    await _finish_logged(t, finish(t, outcome))
     observe_timing(t, upstream_s, header_overhead=True)
     await response.write_eof()
     return response
 
 
-def _finish_logged(t: Turn, finish: Callable[[], None]) -> None:
-    """Run `finish`; a failure is logged, never re-sent: the client already has its reply."""
+async def _finish_logged(t: Turn, finishing: Awaitable[None]) -> None:
+    """Await `finishing`; a failure is logged, never re-sent: the client already has its reply."""
     try:
-        finish()
+        await finishing
     except Exception as exc:
         t.request[appkeys.RECORD].error_code = "reply_store_failed"
         t.request.app[appkeys.LOGGER].error(
@@ -307,20 +308,19 @@ def _finish_logged(t: Turn, finish: Callable[[], None]) -> None:
             error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
 
 
-def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
+async def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
     record = t.request[appkeys.RECORD]
-    engine = t.request.app[appkeys.ENGINE]
     record.tokens_out = outcome.assembler.completion_tokens
     record.cache_read_tokens = cached_prompt_tokens(outcome.assembler.usage)
     if outcome.complete and outcome.storable:
-        engine.record_reply(t.prepared, t.turn, outcome.assembler.message())
-    else:
-        record.error_code = outcome.error.code if outcome.error else (
-            "stream_broken" if not outcome.complete else "reply_not_assembled")
-        t.request.app[appkeys.LOGGER].warning(
-            "stream_broken", conversation_id=t.prepared.conversation_id, error=str(outcome.error),
-            stored_reply=False)
-    engine.after_turn(t.prepared, t.turn)
+        await finish_turn(t, outcome.assembler.message())
+        return
+    record.error_code = outcome.error.code if outcome.error else (
+        "stream_broken" if not outcome.complete else "reply_not_assembled")
+    t.request.app[appkeys.LOGGER].warning(
+        "stream_broken", conversation_id=t.prepared.conversation_id, error=str(outcome.error),
+        stored_reply=False)
+    await finish_turn(t, None)
 
 
 def cached_prompt_tokens(usage: Mapping[str, Any] | None) -> int | None:

@@ -3,15 +3,14 @@
 The caller is its bearer key's tenant, as for recall (a keyless caller is refused: the shared
 `anonymous` tenant is not one caller's to erase); another tenant's conversation id is a 404 like an
 unknown one. Deleting scrubs the search indexes and the WAL (store/lifecycle.py), which rewrites the
-indexes, so it runs in a worker thread rather than on the event loop.
+indexes: it runs on the engine thread (proxy/engine_host.py), where the store lives, not on this loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
+from proxy import appkeys
 from proxy.recall.http import caller_tenant
 
 KEYLESS_DELETE = "deleting needs an API key: keyless callers share one anonymous tenant"
@@ -21,14 +20,14 @@ async def delete_conversation(request: web.Request) -> web.Response:
     """One of the caller's conversations, with its summaries, anchors, index entries and logs."""
     tenant = caller_tenant(request, KEYLESS_DELETE)
     conversation_id = request.match_info["conversation_id"]
-    await asyncio.to_thread(tenant.delete_conversation, conversation_id)
+    await request.app[appkeys.HOST].run(lambda: tenant.delete_conversation(conversation_id))
     return web.json_response({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
 
 
 async def delete_tenant(request: web.Request) -> web.Response:
     """Every conversation of the caller's tenant; says how many there were."""
     tenant = caller_tenant(request, KEYLESS_DELETE)
-    count = await asyncio.to_thread(tenant.delete_tenant)
+    count = await request.app[appkeys.HOST].run(tenant.delete_tenant)
     return web.json_response({"object": "tenant.deleted", "deleted": True,
                               "conversations_deleted": count})
 

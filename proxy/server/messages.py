@@ -22,6 +22,7 @@ from proxy.server.chat import (
     Turn,
     bearer_key,
     ctxproxy_headers,
+    finish_turn,
     observe_timing,
     prepare_turn,
     relay_reply,
@@ -68,14 +69,12 @@ def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     return out
 
 
-def _store_reply(t: Turn, message: dict[str, Any]) -> None:
+async def _store_reply(t: Turn, message: dict[str, Any]) -> None:
     """The reply's content blocks as one assistant message; usage (and cache reads) logged."""
     content = message.get("content")
-    engine = t.request.app[appkeys.ENGINE]
-    if isinstance(content, list) and content:
-        engine.record_reply(t.prepared, t.turn, wire.assistant_turn(content)[0])
     _note_usage(t, message.get("usage"))
-    engine.after_turn(t.prepared, t.turn)
+    stored = isinstance(content, list) and bool(content)
+    await finish_turn(t, wire.assistant_turn(content)[0] if stored else None)
 
 
 def _note_usage(t: Turn, usage: Any) -> None:
@@ -97,16 +96,16 @@ async def _stream(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
                               finish_stream)
 
 
-def finish_stream(t: Turn, outcome: anthropic_sse.MessagesOutcome) -> None:
+async def finish_stream(t: Turn, outcome: anthropic_sse.MessagesOutcome) -> None:
     """Store a complete streamed reply; log a broken one (nothing stored)."""
     if outcome.complete:
         # A failure to store is logged by relay_stream (the client has its reply).
-        _store_reply(t, {"content": outcome.assembler.content(), "usage": outcome.assembler.usage})
+        await _store_reply(t, {"content": outcome.assembler.content(), "usage": outcome.assembler.usage})
         return
     t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
     t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,
                                           error=str(outcome.error), stored_reply=False)
-    t.request.app[appkeys.ENGINE].after_turn(t.prepared, t.turn)
+    await finish_turn(t, None)
 
 
 async def translate_turn(t: Turn, body: dict[str, Any]) -> web.StreamResponse:
@@ -116,7 +115,7 @@ async def translate_turn(t: Turn, body: dict[str, Any]) -> web.StreamResponse:
     reply, upstream_s = await timed_call(t, upstream.complete(t.params, {**t.body, "stream": False},
                                                               t.api_key))
     message = translate.anthropic_message(reply.data, str(body.get("model")))
-    _store_reply(t, message)
+    await _store_reply(t, message)
     observe_timing(t, upstream_s)
     headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
     if body.get("stream") is not True:

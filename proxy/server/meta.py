@@ -94,7 +94,7 @@ async def readyz(request: web.Request) -> web.Response:
     request.app[WARMUP].check_ready()
     store = request.app[appkeys.STORE]
     try:
-        store.for_tenant("anonymous").list_conversations(limit=1)  # sqlite: loop thread only
+        await request.app[appkeys.HOST].run(lambda: store.for_tenant("anonymous").list_conversations(limit=1))
     except Exception as exc:
         raise StoreError(f"store is not reachable: {type(exc).__name__}") from exc
     return web.json_response({"status": "ready"})

@@ -20,6 +20,7 @@ from proxy.recall.responses import ResponsesAsChat, client_response
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
     Turn,
+    finish_turn,
     prepare_turn,
     relay_reply,
     relay_stream,
@@ -72,13 +73,11 @@ def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     return out
 
 
-def _store_reply(t: Turn, response: dict[str, Any]) -> None:
+async def _store_reply(t: Turn, response: dict[str, Any]) -> None:
     """The reply's output items, as one assistant message, after the request's last message."""
     output = response.get("output")
     items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
-    engine = t.request.app[appkeys.ENGINE]
-    if items and response.get("status", "completed") == "completed":
-        engine.record_reply(t.prepared, t.turn, wire.assistant_message(items))
+    completed = items and response.get("status", "completed") == "completed"
     usage = response.get("usage")
     if isinstance(usage, dict):
         record = t.request[appkeys.RECORD]
@@ -86,7 +85,7 @@ def _store_reply(t: Turn, response: dict[str, Any]) -> None:
         details = usage.get("input_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         record.cache_read_tokens = cached if isinstance(cached, int) else None
-    engine.after_turn(t.prepared, t.turn)
+    await finish_turn(t, wire.assistant_message(items) if completed else None)
 
 
 async def _complete(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
@@ -101,8 +100,9 @@ async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
         return await upstream.complete(t.params, t.body, t.api_key)
     adapter = ResponsesAsChat(upstream, t.body)
     metrics = app[appkeys.METRICS]
-    looped = transport.for_turn(adapter, settings, app[appkeys.STORE].for_tenant(t.turn.tenant_id),
-                                t.prepared, t.turn.model, lambda op: metrics.recall_call(op, "tool_loop"))
+    looped = transport.for_turn(adapter, settings, app[appkeys.HOST],
+                                app[appkeys.STORE].for_tenant(t.turn.tenant_id), t.prepared, t.turn.model,
+                                lambda op: metrics.recall_call(op, "tool_loop"))
     chat = {"model": t.body["model"], "messages": list(t.prepared.messages), "tools": list(t.prepared.tools)}
     reply = await looped.complete(t.params, chat, t.api_key)
     final = client_response(adapter.last, reply.data.get("usage"), settings)
@@ -114,11 +114,11 @@ async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
                               _finish_stream)
 
 
-def _finish_stream(t: Turn, outcome: responses_sse.ResponsesOutcome) -> None:
+async def _finish_stream(t: Turn, outcome: responses_sse.ResponsesOutcome) -> None:
     if outcome.complete and outcome.response is not None:
-        _store_reply(t, outcome.response)  # a failure is logged by relay_stream (the client has its reply)
+        await _store_reply(t, outcome.response)  # a failure is logged by relay_stream (client has its reply)
         return
     t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
     t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,
                                           error=str(outcome.error), stored_reply=False)
-    t.request.app[appkeys.ENGINE].after_turn(t.prepared, t.turn)
+    await finish_turn(t, None)

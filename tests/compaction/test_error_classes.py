@@ -24,7 +24,7 @@ from store.store import Store
 async def test_recall_argument_errors_become_json_errors(tmp_path: Path, name: str, arguments: str,
                                                          message: str) -> None:
     store = Store.open(StoreSettings(path=str(tmp_path / "t.db"), tenant_secret="x" * 32))
-    out = json.loads(await recall.execute(store.for_tenant("t"), "c", name, arguments, RecallSettings()))
+    out = json.loads(recall.execute(store.for_tenant("t"), "c", name, arguments, RecallSettings()))
     assert message in out["error"]
     store.close()
 

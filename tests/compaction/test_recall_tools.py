@@ -77,17 +77,17 @@ def test_offered_only_when_the_context_hides_something() -> None:
 async def test_bad_arguments_answer_a_json_error(tenant: tuple[TenantStore, str], name: str,
                                                  arguments: str, needle: str) -> None:
     store, cid = tenant
-    answer = json.loads(await recall.execute(store, cid, name, arguments, SETTINGS))
+    answer = json.loads(recall.execute(store, cid, name, arguments, SETTINGS))
     assert set(answer) == {"error"} and needle in answer["error"]
 
 
 async def test_search_then_expand_round_trip(tenant: tuple[TenantStore, str]) -> None:
     store, cid = tenant
-    found = json.loads(await recall.execute(store, cid, "context_search",
+    found = json.loads(recall.execute(store, cid, "context_search",
                                             '{"pattern": "warehouse", "scope": "message"}', SETTINGS))
     assert found["hits"] and all(h["conversation_id"] == cid for h in found["hits"])
     ids = [h["id"] for h in found["hits"]]
-    expanded = json.loads(await recall.execute(store, cid, "context_expand",
+    expanded = json.loads(recall.execute(store, cid, "context_expand",
                                                json.dumps({"ids": ids}), SETTINGS))
     texts = " ".join(item["text"] for item in expanded["items"])
     assert "WH-7781" in texts
@@ -95,5 +95,5 @@ async def test_search_then_expand_round_trip(tenant: tuple[TenantStore, str]) ->
 
 async def test_empty_arguments_string_is_an_empty_object(tenant: tuple[TenantStore, str]) -> None:
     store, cid = tenant
-    answer = json.loads(await recall.execute(store, cid, "context_search", "", SETTINGS))
+    answer = json.loads(recall.execute(store, cid, "context_search", "", SETTINGS))
     assert "pattern" in answer["error"]

@@ -83,6 +83,12 @@ class RecordingEngine:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.prepared: list[PreparedRequest] = []
+        self.loop = asyncio.get_running_loop()  # built on the engine thread (proxy/engine_host.py)
+
+    async def drain_background(self) -> None:
+        """Wait for background steps, which run on the engine thread's loop."""
+        done = asyncio.run_coroutine_threadsafe(self.inner.background.drain(), self.loop)
+        await asyncio.wrap_future(done)
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         prepared: PreparedRequest = await self.inner.prepare(turn)
@@ -124,7 +130,7 @@ async def replay(client: AsyncOpenAI, conv: Conversation, fake: FakeUpstream, en
         out.received.append(body([dict(m) for m in history], list(conv.tools)))
         history.append(response.choices[0].message.model_dump(exclude_none=True))
         if settle:
-            await engine.background.drain()
+            await engine.drain_background()
     out.forwarded = [r.body for r in fake.requests]
     out.prepared = list(engine.prepared)
     return out

@@ -27,7 +27,7 @@ async def test_slow_summariser_rarely_blocks_a_turn(rig: RigFactory) -> None:
     conv = generate(turns=150, seed=7)
     result = await paced_replay(r.client, conv, r.model, r.engine, turns=TURNS,
                                 model_delay_s=MODEL_DELAY_S)
-    await r.engine.background.drain()
+    await r.engine.drain_background()
     waited = [i for i, w in enumerate(result.waits) if w == "true"]
     assert result.waits and all(w in ("true", "false") for w in result.waits)
     assert waited == [i for i, p in enumerate(result.prepared) if p.waited_on_summarizer]

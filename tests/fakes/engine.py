@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiohttp import web
+
 from compaction.types import ChatTurn, PreparedRequest
+from proxy import appkeys
 
 
 class UnusedEngine:
@@ -21,3 +24,9 @@ class UnusedEngine:
 
     async def aclose(self) -> None:
         return None
+
+
+async def drain_background(app: web.Application) -> None:
+    """Wait for the app engine's background steps, on the engine thread where they run."""
+    engine: Any = app[appkeys.ENGINE]
+    await app[appkeys.HOST].call(engine.background.drain)

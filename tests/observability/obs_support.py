@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.settings import (
@@ -21,6 +22,7 @@ from config.settings import (
     StoreSettings,
     SummarizerSettings,
 )
+from tests.fakes.engine import drain_background
 from tests.sdk_params import sdk_messages
 
 MODEL = "gpt-4o-mini"
@@ -52,7 +54,7 @@ class Driven:
     http_requests: int = 0
 
 
-async def drive(client: openai.AsyncOpenAI, engine: Any, turns: int, *, first: str | None = None,
+async def drive(client: openai.AsyncOpenAI, app: web.Application, turns: int, *, first: str | None = None,
                 stream_every: int = 0) -> Driven:
     """Send `turns` growing-history requests (resending the full history), draining background work."""
     out = Driven()
@@ -64,7 +66,7 @@ async def drive(client: openai.AsyncOpenAI, engine: Any, turns: int, *, first: s
         out.headers.append(reply[0])
         out.messages.append({"role": "assistant", "content": reply[1]})
         out.http_requests += 1
-        await engine.background.drain()
+        await drain_background(app)
     return out
 
 

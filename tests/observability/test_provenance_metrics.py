@@ -57,7 +57,7 @@ async def run(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: P
     async with aiohttp.ClientSession() as http:
         before = await (await http.get(base + "/metrics")).text()
         client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
-        driven = await drive(client, server.app[appkeys.ENGINE], TURNS, stream_every=5)
+        driven = await drive(client, server.app, TURNS, stream_every=5)
         await client.close()
         after = await (await http.get(base + "/metrics")).text()
     return Run(server, logs, driven, before, after)

@@ -48,7 +48,7 @@ async def test_secrets_stay_out_of_everything_but_the_stored_message(
     server = await make_proxy(small_window_settings(fake_upstream.url, db), log_stream=logs)
     base = str(server.make_url("")).rstrip("/")
     client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=CLIENT_KEY, max_retries=0)
-    driven = await drive(client, server.app[appkeys.ENGINE], 30, first=SECRET_MESSAGE)
+    driven = await drive(client, server.app, 30, first=SECRET_MESSAGE)
     await client.close()
     async with aiohttp.ClientSession() as http:
         metrics_text = await (await http.get(base + "/metrics")).text()
@@ -110,7 +110,7 @@ async def test_summariser_and_upstream_error_texts_are_redacted_in_logs(
                               engine_factory=_leaky_engine, log_stream=logs)
     base = str(server.make_url("")).rstrip("/")
     client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=CLIENT_KEY, max_retries=0)
-    driven = await drive(client, server.app[appkeys.ENGINE], 30)
+    driven = await drive(client, server.app, 30)
     fake_upstream.queue(ErrorReply(500, {"error": {"message": f"bad key {LEAKY_KEY}",
                                                    "type": "server_error"}}))
     try:

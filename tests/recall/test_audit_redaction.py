@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def test_recorded_round_is_redacted(tmp_path: Path) -> None:
                                "arguments": json.dumps({"ids": ["1"], "note": "password=hunter22"})}}]
         result = json.dumps({"items": [{"id": "1", "text": f"my key is {SECRET}",
                                         "db": "postgres://app:Pa55word@db/x"}]})
-        tools.record_round(calls, [{"role": "tool", "tool_call_id": "c1", "content": result}])
+        asyncio.run(tools.record_round(calls, [{"role": "tool", "tool_call_id": "c1", "content": result}]))
         stored = json.dumps(tenant.tool_rounds(cid))
         assert SECRET not in stored and "hunter22" not in stored and "Pa55word" not in stored
         assert "[REDACTED:openai_key]" in stored and "context_expand" in stored

@@ -37,7 +37,7 @@ class FakeRecall:
             raise NotFoundError("no such id", param="ids")
         return json.dumps({"name": name, "found": "ORD-2024-1187"})
 
-    def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
+    async def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
         self.rounds.append((calls, results))
 
 
