@@ -174,9 +174,11 @@ class TenantStore:
                 raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
 
     @contextmanager
-    def _tx(self, conversation_id: str | None = None) -> Iterator[None]:
+    def _tx(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
         """One write transaction; `conversation_id` names what it writes (SQLite serialises every
-        write anyway; the PostgreSQL store locks that conversation)."""
+        write anyway; the PostgreSQL store locks that conversation). `durable=False`: a report
+        whose last moments a server crash may lose (PostgreSQL commits it without waiting for the
+        WAL flush; SQLite's WAL at synchronous=NORMAL never waits for one anyway)."""
         with self._store.lock, transaction(self._store.conn):
             yield
 
@@ -455,7 +457,7 @@ class TenantStore:
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
         """Store it in constant space (store/forwarded.py); True when the previous forwarded request
         is a prefix of this one (None if first)."""
-        with self._tx(rec.conversation_id):
+        with self._tx(rec.conversation_id, durable=False):
             # One statement checks the conversation and fetches the previous request's tip.
             tip = self._one("SELECT t.hashes FROM conversations c LEFT JOIN forwarded_tips t ON "
                             "t.conversation_id = c.id AND t.tenant_id = :tenant "

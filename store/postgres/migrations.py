@@ -121,6 +121,18 @@ def _summary_source_keys(db: Database) -> None:
     db.execute("CREATE UNIQUE INDEX summaries_source_key ON summaries (conversation_id, source_key)")
 
 
+# Documents split exactly as queries are (store/postgres/pattern.py) and as FTS5 unicode61 splits
+# them: on anything but letters and digits. The default parser's own token types kept
+# `OrderService3.retry` (a host), `src/module_3.py` (a file) or `-2093` (a signed number) whole,
+# so words inside them were never found.
+_WORD_SPLIT = """
+CREATE OR REPLACE FUNCTION ctxproxy_words(doc TEXT) RETURNS TSVECTOR LANGUAGE sql STABLE
+    AS $$ SELECT to_tsvector('simple', regexp_replace(unaccent(doc), '[^[:alnum:]]+', ' ', 'g')) $$;
+UPDATE messages SET tsv = ctxproxy_words(text);
+UPDATE summaries SET tsv = ctxproxy_words(content);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -134,6 +146,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "leases on background compaction steps (one replica per step)", _LEASES),
     Migration(4, "a summary of the same sources stored once per conversation (unique source key)",
               _summary_source_keys),
+    Migration(5, "words split on anything but letters and digits, as queries are", _WORD_SPLIT),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 
