@@ -18,6 +18,7 @@ import sqlite_utils
 from config.errors import StoreError
 from store import forwarded
 from store.db import transaction
+from store.summaries import dedupe_summaries
 
 _INITIAL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -258,6 +259,14 @@ def _forwarded_in_constant_space(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX forwarded_conversation ON forwarded (conversation_id, id)")
 
 
+def _summary_source_keys(conn: sqlite3.Connection) -> None:
+    """Migration 5: every summary keyed by what it replaces (store/summaries.py), duplicates folded
+    into their oldest copy, then the key made unique per conversation."""
+    conn.execute("ALTER TABLE summaries ADD COLUMN source_key TEXT")
+    dedupe_summaries(conn.execute)
+    conn.execute("CREATE UNIQUE INDEX summaries_source_key ON summaries (conversation_id, source_key)")
+
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -282,6 +291,8 @@ CREATE TABLE step_leases (
     PRIMARY KEY (tenant_id, conversation_id)
 );
 """),
+    Migration(5, "a summary of the same sources stored once per conversation (unique source key)",
+              _summary_source_keys),
 )
 
 

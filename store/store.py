@@ -33,6 +33,7 @@ from store import ingest as ingest_mod
 from store import lifecycle, rows
 from store import reply as reply_mod
 from store import search as search_mod
+from store import summaries as summaries_mod
 from store.anchors import upsert_anchors
 from store.db import CheckpointMode, checkpoint, open_database, run_checkpoint, transaction
 from store.ingest import Cursor
@@ -173,9 +174,11 @@ class TenantStore:
                 raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
 
     @contextmanager
-    def _tx(self, conversation_id: str | None = None) -> Iterator[None]:
+    def _tx(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
         """One write transaction; `conversation_id` names what it writes (SQLite serialises every
-        write anyway; the PostgreSQL store locks that conversation)."""
+        write anyway; the PostgreSQL store locks that conversation). `durable=False`: a report
+        whose last moments a server crash may lose (PostgreSQL commits it without waiting for the
+        WAL flush; SQLite's WAL at synchronous=NORMAL never waits for one anyway)."""
         with self._store.lock, transaction(self._store.conn):
             yield
 
@@ -262,12 +265,14 @@ class TenantStore:
 
     def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
         """Commit a summary: id, generation (previous count + 1), source links, FTS rows. A summary
-        of the same sources, kind, depth and level is stored once: a second writer (a background step
-        racing the request path, or another replica) gets the one already there."""
+        of the same sources, kind, depth and level is stored once (its unique `source_key`,
+        store/summaries.py): a second writer (a background step racing the request path, or another
+        replica) gets the one already there."""
         with self._tx(draft.conversation_id):
             self.conversation(draft.conversation_id)
             self._check_sources(draft)
-            existing = self._same_summary(draft)
+            key = summaries_mod.draft_key(draft)
+            existing = self._summary_by_key(draft.conversation_id, key)
             if existing is not None:
                 return existing
             cid = draft.conversation_id
@@ -277,33 +282,30 @@ class TenantStore:
                       "depth": draft.depth, "gen": generation, "level": draft.level,
                       "content": draft.content, "tokens": draft.token_count, "first": draft.first_seq,
                       "last": draft.last_seq, "model": draft.model, "pv": draft.prompt_version,
-                      "now": time.time()}
+                      "now": time.time(), "key": key}
+            # The unique key is the backstop when no lock serialised the writers: the loser's row is
+            # dropped and it reads the winner's back.
             self._run("INSERT INTO summaries (id, tenant_id, conversation_id, kind, depth, generation, "
                       "level, content, token_count, first_seq, last_seq, model, prompt_version, "
-                      "created_at) VALUES (:id, :tenant, :cid, :kind, :depth, :gen, :level, :content, "
-                      ":tokens, :first, :last, :model, :pv, :now)", values)
-            sources = [("message", str(i)) for i in draft.source_message_ids] + [
-                ("summary", s) for s in draft.source_summary_ids]
-            for ord_, (kind, source_id) in enumerate(sources):
+                      "created_at, source_key) VALUES (:id, :tenant, :cid, :kind, :depth, :gen, :level, "
+                      ":content, :tokens, :first, :last, :model, :pv, :now, :key) "
+                      "ON CONFLICT (conversation_id, source_key) DO NOTHING", values)
+            stored = self._summary_by_key(cid, key)
+            if stored is None or stored.id != values["id"]:
+                return stored if stored is not None else self.summary(str(values["id"]))
+            for ord_, (kind, source_id) in enumerate(summaries_mod.source_refs(draft)):
                 self._run("INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
                           "VALUES (:tenant, :sid, :kind, :src, :ord)",
                           {"sid": values["id"], "kind": kind, "src": source_id, "ord": ord_})
             return self.summary(str(values["id"]))
 
-    def _same_summary(self, draft: SummaryDraft) -> SummaryRecord | None:
-        """The stored summary `draft` would duplicate (same conversation, tier, level, sources)."""
-        found = self._run("SELECT id FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid "
-                          "AND kind = :kind AND depth = :depth AND level = :level AND first_seq = :first "
-                          "AND last_seq = :last ORDER BY num",
-                          {"cid": draft.conversation_id, "kind": draft.kind, "depth": draft.depth,
-                           "level": draft.level, "first": draft.first_seq, "last": draft.last_seq}).fetchall()
-        if not found:
+    def _summary_by_key(self, conversation_id: str, key: str) -> SummaryRecord | None:
+        """The stored summary with this source key (store/summaries.py), if any."""
+        row = self._run("SELECT * FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid "
+                        "AND source_key = :key", {"cid": conversation_id, "key": key}).fetchone()
+        if row is None:
             return None
-        wanted = [("message", str(i)) for i in draft.source_message_ids] + [
-            ("summary", s) for s in draft.source_summary_ids]
-        sources = self._sources([str(r[0]) for r in found])
-        same = next((str(r[0]) for r in found if sources.get(str(r[0]), []) == wanted), None)
-        return self.summary(same) if same is not None else None
+        return rows.summary(row, self._sources([str(row["id"])]).get(str(row["id"]), []))
 
     def _check_sources(self, draft: SummaryDraft) -> None:
         """Sources must be this conversation's messages and summaries."""
@@ -382,14 +384,30 @@ class TenantStore:
                     finish: PassFinisher) -> tuple[SummaryRecord, ContextView | None, CompactionEvent]:
         """One compaction pass, all or nothing: the anchors of its sources, the summary, then the
         view (when `finish` gives one) and event it builds from them (it may read the store, never
-        write it)."""
+        write it). A pass whose summary is already stored (another writer committed the same
+        sources first) writes nothing: `finish` still builds the caller's view from the stored
+        summary, and the first writer's committed event comes back (saved view: None)."""
         with self._tx(draft.conversation_id):
+            self.conversation(draft.conversation_id)
+            existing = self._summary_by_key(draft.conversation_id, summaries_mod.draft_key(draft))
+            if existing is not None:
+                committed = self._committed_event(existing)
+                if committed is not None:
+                    finish(existing, [], [])
+                    return existing, None, committed
             added, superseded = (self.upsert_anchors(draft.conversation_id, anchor_drafts)
-                                 if anchor_drafts else ([], []))
-            record = self.add_summary(draft)
+                                 if anchor_drafts and existing is None else ([], []))
+            record = existing or self.add_summary(draft)
             view, event = finish(record, added, superseded)
             saved = self.save_view(view) if view is not None else None
             return record, saved, self.record_event(event)
+
+    def _committed_event(self, record: SummaryRecord) -> CompactionEvent | None:
+        """The first `committed` event naming this summary (None for one stored by add_summary alone)."""
+        row = self._run("SELECT * FROM compaction_events WHERE tenant_id = :tenant AND conversation_id = "
+                        ":cid AND summary_id = :sid AND outcome = 'committed' ORDER BY id LIMIT 1",
+                        {"cid": record.conversation_id, "sid": record.id}).fetchone()
+        return rows.event(row) if row is not None else None
 
     # -- anchors, events, forwarded requests, tool rounds ----------------------------------------
 
@@ -439,7 +457,7 @@ class TenantStore:
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
         """Store it in constant space (store/forwarded.py); True when the previous forwarded request
         is a prefix of this one (None if first)."""
-        with self._tx(rec.conversation_id):
+        with self._tx(rec.conversation_id, durable=False):
             # One statement checks the conversation and fetches the previous request's tip.
             tip = self._one("SELECT t.hashes FROM conversations c LEFT JOIN forwarded_tips t ON "
                             "t.conversation_id = c.id AND t.tenant_id = :tenant "

@@ -10,6 +10,7 @@ process's session ends).
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import sql as pgsql
 
 from config.errors import StoreError
 
@@ -25,6 +27,7 @@ _ID_TABLES = "messages|anchors|compaction_events|forwarded|tool_rounds"
 _INSERT_WITH_ID = re.compile(rf"^\s*INSERT\s+INTO\s+({_ID_TABLES})\b", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=1024)
 def to_pyformat(sql: str) -> str:
     """`:name` parameters as psycopg's `%(name)s` (literal `%` escaped; `::type` casts untouched)."""
     return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
@@ -67,13 +70,29 @@ class Result:
         return iter(self._rows)
 
 
-def _rows(cur: psycopg.Cursor[Any]) -> list[Row]:
-    if cur.description is None:
+_Shape = tuple[int, dict[str, int]]  # (column count, name -> position) of one statement's rows
+
+
+def _rows(cur: psycopg.Cursor[Any], shapes: dict[str, _Shape], sql: str) -> list[Row]:
+    """The rows, read by name through the statement's column index; built once per SQL text
+    (psycopg's description makes an object per column per call: most of a short query's cost)."""
+    result = cur.pgresult
+    if result is None or result.status != psycopg.pq.ExecStatus.TUPLES_OK:
         return []
-    index: dict[str, int] = {}
-    for i, col in enumerate(cur.description):
-        index.setdefault(col.name, i)  # a joined duplicate name reads as its first column, like sqlite3
-    return [Row(values, index) for values in cur.fetchall()]
+    shape = shapes.get(sql)
+    if shape is None or shape[0] != result.nfields:  # new, or the table changed (a migration)
+        index: dict[str, int] = {}
+        for i, col in enumerate(cur.description or ()):
+            index.setdefault(col.name, i)  # a joined duplicate name reads as its first column, like sqlite3
+        shape = shapes[sql] = (result.nfields, index)
+    return [Row(values, shape[1]) for values in cur.fetchall()]
+
+
+@functools.lru_cache(maxsize=1024)
+def _with_id(sql: str) -> tuple[str, bool]:
+    """The statement to send and whether it returns the id it inserted (`RETURNING id` added)."""
+    returns_id = _INSERT_WITH_ID.match(sql) is not None and "RETURNING" not in sql.upper()
+    return sql + (" RETURNING id" if returns_id else ""), returns_id
 
 
 class Database:
@@ -84,6 +103,7 @@ class Database:
         self.conn = self._connect()
         self.lock = threading.RLock()
         self._depth = 0  # open transaction() blocks: never reconnect inside one
+        self._shapes: dict[str, _Shape] = {}
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
@@ -99,39 +119,72 @@ class Database:
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> Result:
         """Run one statement of the store's `:name` SQL; psycopg errors become StoreError."""
-        returns_id = _INSERT_WITH_ID.match(sql) is not None and "RETURNING" not in sql.upper()
-        text = sql + (" RETURNING id" if returns_id else "")
+        text, returns_id = _with_id(sql)
         with self.lock:
             if not self._depth:
                 self._usable()
             try:  # without parameters psycopg sends the text as is (no `%` processing)
                 cur = (self.conn.execute(to_pyformat(text), params) if params
                        else self.conn.execute(text))
-                found = _rows(cur)
+                found = _rows(cur, self._shapes, text)
             except psycopg.Error as exc:
                 raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
         return Result(found, int(found[-1][0]) if returns_id and found else None)
 
     @contextmanager
-    def transaction(self, *lock_keys: str) -> Iterator[None]:
+    def transaction(self, *lock_keys: str, durable: bool = True) -> Iterator[None]:
         """All-or-nothing; nests through savepoints. The outermost one first waits for each key's
         advisory lock in the order given (held until it ends), so writers of one key serialise
-        across processes."""
+        across processes; BEGIN and the locks go in one round trip. `durable=False` commits without
+        waiting for the WAL flush (a server crash may lose the last moments of such commits: for
+        records that are reports, never conversation data)."""
         with self.lock:
-            outer = not self._depth
-            if outer:
-                self._usable()
+            if self._depth:
+                with self._nested():
+                    yield
+                return
+            self._usable()
             self._depth += 1
             try:
-                with self.conn.transaction():
-                    for key in lock_keys if outer else ():
-                        self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+                try:
+                    self._begin(lock_keys, durable)
                     yield
+                except BaseException:
+                    self._end("ROLLBACK")
+                    raise
+                self._end("COMMIT")
             except psycopg.Error as exc:
                 raise StoreError(f"store transaction failed ({_kind(exc)}): "
                                  f"{_first_line(exc)}") from exc
             finally:
                 self._depth -= 1
+
+    @contextmanager
+    def _nested(self) -> Iterator[None]:
+        """A savepoint inside the open transaction (psycopg's, as the server is in a transaction)."""
+        self._depth += 1
+        try:
+            with self.conn.transaction():
+                yield
+        except psycopg.Error as exc:
+            raise StoreError(f"store transaction failed ({_kind(exc)}): {_first_line(exc)}") from exc
+        finally:
+            self._depth -= 1
+
+    def _begin(self, lock_keys: Sequence[str], durable: bool) -> None:
+        """BEGIN, the commit mode and the advisory locks as one simple-protocol script."""
+        parts: list[pgsql.Composable] = [pgsql.SQL("BEGIN")]
+        if not durable:
+            parts.append(pgsql.SQL("SET LOCAL synchronous_commit = off"))
+        parts += [pgsql.SQL("SELECT pg_advisory_xact_lock(hashtextextended({}, 0))").format(pgsql.Literal(k))
+                  for k in lock_keys]
+        self.conn.execute(pgsql.SQL("; ").join(parts))
+
+    def _end(self, command: str) -> None:
+        """COMMIT or ROLLBACK; a ROLLBACK on a lost connection is moot (the server rolled back)."""
+        if command == "ROLLBACK" and (self.conn.broken or self.conn.closed):
+            return
+        self.conn.execute(command)
 
     def close(self) -> None:
         with self.lock:

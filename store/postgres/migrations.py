@@ -9,12 +9,14 @@ advisory lock, so replicas starting together apply each migration exactly once.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.errors import StoreError
 from store.migrations import Migration as SqliteMigration
 from store.migrations import refuse_newer_schema
 from store.postgres.db import Database
+from store.summaries import dedupe_summaries
 
 _INITIAL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -111,17 +113,40 @@ CREATE TABLE step_leases (
 """
 
 
+def _summary_source_keys(db: Database) -> None:
+    """Migration 4: every summary keyed by what it replaces (store/summaries.py), duplicates folded
+    into their oldest copy, then the key made unique per conversation."""
+    db.execute("ALTER TABLE summaries ADD COLUMN source_key TEXT")
+    dedupe_summaries(db.execute)
+    db.execute("CREATE UNIQUE INDEX summaries_source_key ON summaries (conversation_id, source_key)")
+
+
+# Documents split exactly as queries are (store/postgres/pattern.py) and as FTS5 unicode61 splits
+# them: on anything but letters and digits. The default parser's own token types kept
+# `OrderService3.retry` (a host), `src/module_3.py` (a file) or `-2093` (a signed number) whole,
+# so words inside them were never found.
+_WORD_SPLIT = """
+CREATE OR REPLACE FUNCTION ctxproxy_words(doc TEXT) RETURNS TSVECTOR LANGUAGE sql STABLE
+    AS $$ SELECT to_tsvector('simple', regexp_replace(unaccent(doc), '[^[:alnum:]]+', ' ', 'g')) $$;
+UPDATE messages SET tsv = ctxproxy_words(text);
+UPDATE summaries SET tsv = ctxproxy_words(content);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
     name: str
-    sql: str
+    sql: str | Callable[[Database], None]  # a script, or a step run inside the migration's transaction
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "full-text search: tsvector words (unaccent) and pg_trgm substrings", _SEARCH),
     Migration(3, "leases on background compaction steps (one replica per step)", _LEASES),
+    Migration(4, "a summary of the same sources stored once per conversation (unique source key)",
+              _summary_source_keys),
+    Migration(5, "words split on anything but letters and digits, as queries are", _WORD_SPLIT),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 
@@ -150,7 +175,7 @@ def applied_versions(db: Database) -> set[int]:
 def apply_migrations(db: Database, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
     """Apply the missing migrations in order, each in one transaction; return the versions applied."""
     done = applied_versions(db)
-    refuse_newer_schema(done, [SqliteMigration(m.version, m.name, m.sql) for m in migrations])
+    refuse_newer_schema(done, [SqliteMigration(m.version, m.name, "") for m in migrations])
     applied: list[int] = []
     for migration in sorted(migrations, key=lambda m: m.version):
         if migration.version in done:
@@ -159,8 +184,11 @@ def apply_migrations(db: Database, migrations: tuple[Migration, ...] = MIGRATION
             if db.execute("SELECT 1 FROM schema_migrations WHERE version = :v",
                           {"v": migration.version}).fetchone():
                 continue  # another replica applied it meanwhile
-            for statement in _statements(migration.sql):
-                db.execute(statement)
+            if callable(migration.sql):
+                migration.sql(db)
+            else:
+                for statement in _statements(migration.sql):
+                    db.execute(statement)
             db.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)",
                        {"v": migration.version, "n": migration.name, "t": time.time()})
         applied.append(migration.version)

@@ -116,10 +116,10 @@ class PgTenantStore(TenantStore):
         return self._pg.db.execute(sql, {**(params or {}), "tenant": self.tenant_id})
 
     @contextmanager
-    def _tx(self, conversation_id: str | None = None) -> Iterator[None]:
+    def _tx(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
         """A write transaction holding the conversation's lock (see `_conversation_key`)."""
         keys = (self._conversation_key(conversation_id),) if conversation_id is not None else ()
-        with self._pg.db.transaction(*keys):
+        with self._pg.db.transaction(*keys, durable=durable):
             yield
 
     def _lock_key(self, chain_hash: str) -> str:

@@ -15,6 +15,8 @@ from compaction.types import SummarizerChoice, SummaryRequest
 from config.errors import SummarizerError
 from proxy import appkeys
 from proxy.observability.observer import ProxyObserver
+from store.interface import StoreBackend
+from store.postgres.store import PgStore
 from tests.conftest import ProxyFactory
 from tests.fakes.upstream import ErrorReply, FakeUpstream
 from tests.observability.obs_support import (
@@ -26,6 +28,8 @@ from tests.observability.obs_support import (
     small_window_settings,
 )
 from tests.sdk_params import sdk_messages
+from tests.store.lifecycle_helpers import table_text
+from tests.store.store_helpers import sql
 
 SECRET = b"SECRET"
 LEAKY_KEY = "sk-live-LEAKabcdef1234567890QWERTY"
@@ -36,9 +40,8 @@ def _raw(path: Path) -> bytes:
                     if Path(str(path) + s).exists())
 
 
-def _sql_count(db: Path, sql: str) -> int:
-    with sqlite3.connect(db) as conn:
-        return sum(str(v).count("SECRET") for row in conn.execute(sql) for v in row if v is not None)
+def _sql_count(store: StoreBackend, text: str) -> int:
+    return sum(str(v).count("SECRET") for row in sql(store, text) for v in row if v is not None)
 
 
 async def test_secrets_stay_out_of_everything_but_the_stored_message(
@@ -67,6 +70,16 @@ async def test_secrets_stay_out_of_everything_but_the_stored_message(
     assert all("SECRET" not in str(m) for r in fake_upstream.requests
                for m in r.body["messages"] if m.get("role") == "system")
 
+    # Through the app's own store (SQLite or PostgreSQL): stored as sent, and nowhere else.
+    in_messages = _sql_count(store, "SELECT message_json, text FROM messages")
+    assert in_messages == 4  # 2 secrets x (message_json, text): stored as sent
+    elsewhere = sum(_sql_count(store, f"SELECT * FROM {table}") for table in (
+        "summaries", "anchors", "compaction_events", "forwarded", "views", "meta"))
+    assert elsewhere == 0
+    if isinstance(store, PgStore):  # no files of ours to read: the key is in no table
+        assert CLIENT_KEY not in table_text(store)
+        await server.close()
+        return
     raw = _raw(db)  # live files, before any checkpoint
     assert CLIENT_KEY.encode() not in raw
     await server.close()
@@ -74,12 +87,6 @@ async def test_secrets_stay_out_of_everything_but_the_stored_message(
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     raw = _raw(db)
     assert CLIENT_KEY.encode() not in raw
-    in_messages = _sql_count(db, "SELECT message_json, text FROM messages")
-    assert in_messages == 4  # 2 secrets x (message_json, text): stored as sent
-    elsewhere = _sql_count(db, "SELECT * FROM summaries") + _sql_count(db, "SELECT * FROM anchors") \
-        + _sql_count(db, "SELECT * FROM compaction_events") + _sql_count(db, "SELECT * FROM forwarded") \
-        + _sql_count(db, "SELECT * FROM views") + _sql_count(db, "SELECT * FROM meta")
-    assert elsewhere == 0
     assert raw.count(SECRET) == in_messages  # the FTS indexes keep lowercase tokens only
 
 

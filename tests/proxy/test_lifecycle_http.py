@@ -11,8 +11,9 @@ import openai
 import pytest
 from aiohttp.test_utils import TestServer
 
+from proxy import appkeys
 from tests.conftest import ProxyFactory
-from tests.store.lifecycle_helpers import holds
+from tests.store.lifecycle_helpers import store_holds
 
 ALICE, BOB = "sk-alice-0123456789abcdefghij", "sk-bob-0123456789abcdefghijkl"
 MARKER = "Plover8Quince2Tarn"
@@ -73,7 +74,7 @@ async def test_delete_conversation_erases_it_for_its_owner_only(
 
 
 async def test_delete_tenant_leaves_no_text_in_the_files(clients: dict[str, openai.AsyncOpenAI],
-                                                         tmp_path: Path) -> None:
+                                                         server: TestServer, tmp_path: Path) -> None:
     alice, bob = clients["alice"], clients["bob"]
     for i in range(3):
         await _chat(alice, f"note {i}: {MARKER}{i}", f"c{i}")
@@ -81,8 +82,9 @@ async def test_delete_tenant_leaves_no_text_in_the_files(clients: dict[str, open
     reply = await alice.delete("/context/tenant", cast_to=object)
     assert reply == {"object": "tenant.deleted", "deleted": True, "conversations_deleted": 3}
     assert await _hits(alice, MARKER) == []
-    assert not holds(_db(tmp_path), MARKER)
-    assert holds(_db(tmp_path), "Heron5Sedge")
+    store = server.app[appkeys.STORE]  # SQLite: the files; PostgreSQL: the tables (store_holds)
+    assert not store_holds(store, _db(tmp_path), MARKER)
+    assert store_holds(store, _db(tmp_path), "Heron5Sedge")
 
 
 async def test_keyless_callers_cannot_delete(server: TestServer) -> None:

@@ -11,19 +11,21 @@ import pytest
 from config.errors import ConfigError
 from config.loader import load_settings
 from config.settings import StoreSettings
+from proxy import appkeys
 from proxy.upkeep import expire_idle
+from store.factory import open_store
+from store.interface import StoreBackend
 from store.store import Store
 from tests.conftest import ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import FakeUpstream
-from tests.store.lifecycle_helpers import holds, marked_conversation
+from tests.store.lifecycle_helpers import marked_conversation, store_holds
+from tests.store.store_helpers import sql
 
 DAY = 86_400.0
 
 
-def _age(store: Store, cid: str, days: float) -> None:
-    with store.lock:
-        store.conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?",
-                           (time.time() - days * DAY, cid))
+def _age(store: StoreBackend, cid: str, days: float) -> None:
+    sql(store, "UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time() - days * DAY, cid))
 
 
 def test_expire_idle_sweeps_every_tenant(tmp_path: Path) -> None:
@@ -44,23 +46,21 @@ def test_expire_idle_sweeps_every_tenant(tmp_path: Path) -> None:
 
 
 async def test_the_server_sweeps_at_start_up(make_proxy: ProxyFactory, fake_upstream: FakeUpstream,
-                                             tmp_path: Path) -> None:
+                                             tmp_path: Path, app_store_url: str | None) -> None:
     path = tmp_path / "store.db"
-    store = Store.open(StoreSettings(path=str(path)))
+    seeded = StoreSettings(path=str(path), url=app_store_url)  # the backend the app will open
+    store = open_store(seeded)
     try:
         _age(store, marked_conversation(store.for_tenant("t"), "Expired9Marker"), 8)
         kept = marked_conversation(store.for_tenant("t"), "Fresh4Marker", external_id="f")
     finally:
         store.close()
     settings = replace(proxy_settings_for(fake_upstream.url, path),
-                       store=StoreSettings(path=str(path), retention_days=7))
-    await make_proxy(settings)
-    assert not holds(path, "Expired9Marker") and holds(path, "Fresh4Marker")
-    check = Store.open(StoreSettings(path=str(path)))
-    try:
-        assert [c.id for c in check.for_tenant("t").list_conversations()] == [kept]
-    finally:
-        check.close()
+                       store=replace(seeded, retention_days=7))
+    server = await make_proxy(settings)
+    check = server.app[appkeys.STORE]
+    assert not store_holds(check, path, "Expired9Marker") and store_holds(check, path, "Fresh4Marker")
+    assert [c.id for c in check.for_tenant("t").list_conversations()] == [kept]
 
 
 def test_retention_days_is_validated_and_overridable(tmp_path: Path) -> None:

@@ -2,34 +2,32 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestServer
 from openai import AsyncOpenAI
 
-from config.settings import StoreSettings
-from store.store import Store
+from proxy import appkeys
 from tests.conftest import TEST_API_KEY
 from tests.fakes.upstream import FakeUpstream, Reply
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant."}
 
 
-def stored(tmp_path: Path) -> tuple[list[Any], Any]:
-    store = Store.open(StoreSettings(path=str(tmp_path / "store.db")))
-    try:
-        tenant = store.for_tenant(store.tenant_id_for_key(TEST_API_KEY))
-        conversations = tenant.list_conversations(limit=50)
-        messages = tenant.messages(conversations[0].id) if conversations else []
-        return conversations, messages
-    finally:
-        store.close()
+def stored(server: TestServer) -> tuple[list[Any], Any]:
+    """The caller's conversations and the first one's messages, read through the app's own store
+    (SQLite or PostgreSQL, whichever the app runs on)."""
+    store = server.app[appkeys.STORE]
+    tenant = store.for_tenant(store.tenant_id_for_key(TEST_API_KEY))
+    conversations = tenant.list_conversations(limit=50)
+    messages = tenant.messages(conversations[0].id) if conversations else []
+    return conversations, messages
 
 
 @pytest.mark.parametrize("with_header", [False, True])
 async def test_ten_turns_of_full_resends_store_once(openai_client: AsyncOpenAI, fake_upstream: FakeUpstream,
-                                                    tmp_path: Path, with_header: bool) -> None:
+                                                    proxy_server: TestServer, with_header: bool) -> None:
     history: list[Any] = [SYSTEM]
     headers = {"X-Conversation-Id": "conv-42"} if with_header else {}
     conversation_ids = set()
@@ -41,7 +39,7 @@ async def test_ten_turns_of_full_resends_store_once(openai_client: AsyncOpenAI, 
         conversation_ids.add(raw.headers["X-Ctxproxy-Conversation-Id"])
         # SDK noise: the returned message object, resent as a dict (refusal None, annotations [] ...)
         history.append(raw.parse().choices[0].message.model_dump())
-    conversations, messages = stored(tmp_path)
+    conversations, messages = stored(proxy_server)
     assert len(conversations) == 1 and conversation_ids == {conversations[0].id}
     assert len(messages) == 21
     assert [m.message.get("content") for m in messages[-2:]] == ["question 9", "answer 9"]

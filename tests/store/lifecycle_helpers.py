@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.interface import TenantAccess
+from store.interface import StoreBackend, TenantAccess
 from store.models import AnchorDraft, CompactionEvent, ForwardedRecord, SummaryDraft
+from store.postgres.store import PgStore
 from tests.store.store_helpers import TokenCounter
 
 
@@ -43,3 +44,23 @@ def holds(db_path: Path, marker: str) -> bool:
     """Whether the marker's bytes are anywhere in the store's files (any letter case)."""
     raw = file_bytes(db_path).lower()
     return marker.lower().encode() in raw
+
+
+def table_text(store: StoreBackend) -> str:
+    """PostgreSQL: every row of the store's tables as text, after a VACUUM (the analogue of the
+    SQLite file check: a deleted row's text must be in no table, and its dead tuple is reclaimed)."""
+    assert isinstance(store, PgStore)
+    with store.db.lock:
+        store.db.conn.execute("VACUUM")
+        tables = [r[0] for r in store.db.conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()]
+        return "\n".join(str(row[0]) for table in tables
+                         for row in store.db.conn.execute(f'SELECT t::text FROM "{table}" t').fetchall())
+
+
+def store_holds(store: StoreBackend, db_path: Path, marker: str) -> bool:
+    """Whether the marker is anywhere in the store, any letter case: SQLite's files (`holds`), or
+    PostgreSQL's tables (`table_text`)."""
+    if isinstance(store, PgStore):
+        return marker.lower() in table_text(store).lower()
+    return holds(db_path, marker)

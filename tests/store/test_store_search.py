@@ -226,3 +226,15 @@ def test_whitespace_controls_still_separate_terms(alice: TenantStore, corpus: di
     assert expected
     assert alice.search(_q(corpus, "invoice\toverdue")) == expected
     assert alice.search(_q(corpus, "invoice\noverdue")) == expected
+
+
+@pytest.mark.parametrize("pattern", ["retry", "OrderService3", "module_3", "2093", "INV-2093"])
+def test_words_inside_hosts_paths_and_codes_are_found(alice: TenantStore, counter: TokenCounter,
+                                                      pattern: str) -> None:
+    """Words split on anything but letters and digits, on both backends (PostgreSQL's default
+    parser would keep `OrderService3.retry`, `src/module_3.py` or `-2093` whole)."""
+    msgs = [{"role": "user", "content": "the job OrderService3.retry failed on INV-2093"},
+            {"role": "assistant", "content": "cat src/module_3.py shows why"}]
+    cid = alice.ingest(msgs, model="m", external_id=None, count_tokens=counter).conversation.id
+    hits = alice.search(SearchQuery(pattern=pattern, conversation_id=cid, scope="message"))
+    assert len(hits) == 1, [h.snippet for h in hits]

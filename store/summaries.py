@@ -1,0 +1,82 @@
+"""A summary's identity: its `source_key`, unique per conversation, and the migration that sets it.
+
+Two writers summarising the same chunk (the request path of two replicas, or a background step
+racing the request path) must store one summary: the key hashes what a summary replaces (kind,
+depth, level, message range and its ordered sources), so the store keeps the first and hands it
+back to the second (`INSERT ... ON CONFLICT DO NOTHING`). `dedupe_summaries` is the migration step
+(SQLite and PostgreSQL alike) that keys existing rows and folds duplicates into their oldest copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from store.models import SummaryDraft
+
+SourceRef = tuple[str, str]  # (source_kind, source_id): ("message", "42") or ("summary", "sum_...")
+
+
+class _Rows(Protocol):
+    def fetchall(self) -> Sequence[Any]: ...
+
+
+Execute = Callable[[str, dict[str, Any]], _Rows]  # `:name` SQL on either backend's connection
+
+
+def source_refs(draft: SummaryDraft) -> list[SourceRef]:
+    """A draft's direct sources in their stored order (messages first, then summaries)."""
+    return [("message", str(i)) for i in draft.source_message_ids] + [
+        ("summary", s) for s in draft.source_summary_ids]
+
+
+def source_key(kind: str, depth: int, level: str, first_seq: int, last_seq: int,
+               sources: Iterable[SourceRef]) -> str:
+    """sha256 over what the summary replaces; equal keys in one conversation are one summary."""
+    parts = [kind, str(depth), level, str(first_seq), str(last_seq)]
+    parts += [f"{k}:{s}" for k, s in sources]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def draft_key(draft: SummaryDraft) -> str:
+    return source_key(draft.kind, draft.depth, draft.level, draft.first_seq, draft.last_seq,
+                      source_refs(draft))
+
+
+def dedupe_summaries(execute: Execute) -> None:
+    """Migration step (after `source_key` is added, before its unique index): key every summary,
+    shallowest first so a condensed summary is keyed by its sources' surviving ids, and fold each
+    duplicate into the oldest summary of its key (references moved, then the copy deleted)."""
+    sources: dict[str, list[SourceRef]] = {}
+    for r in execute("SELECT summary_id, source_kind, source_id FROM summary_sources "
+                     "ORDER BY summary_id, ord", {}).fetchall():
+        sources.setdefault(str(r[0]), []).append((str(r[1]), str(r[2])))
+    kept: dict[tuple[str, str], str] = {}
+    folded: dict[str, str] = {}  # duplicate id -> the id it is folded into
+    for r in execute("SELECT num, id, conversation_id, kind, depth, level, first_seq, last_seq "
+                     "FROM summaries ORDER BY depth, num", {}).fetchall():
+        refs = [(k, folded.get(s, s) if k == "summary" else s) for k, s in sources.get(str(r[1]), [])]
+        key = source_key(str(r[3]), int(r[4]), str(r[5]), int(r[6]), int(r[7]), refs)
+        first = kept.setdefault((str(r[2]), key), str(r[1]))
+        if first != str(r[1]):
+            folded[str(r[1])] = first
+            _fold(execute, str(r[1]), first)
+        else:
+            execute("UPDATE summaries SET source_key = :key WHERE num = :num", {"key": key, "num": r[0]})
+
+
+def _fold(execute: Execute, duplicate: str, into: str) -> None:
+    """Point every reference to `duplicate` at `into` (ids are fixed-length and unique, so a JSON
+    text replace of the quoted id is exact), then delete the duplicate and its source links."""
+    execute("UPDATE summary_sources SET source_id = :into WHERE source_kind = 'summary' "
+            "AND source_id = :dup", {"into": into, "dup": duplicate})
+    execute("UPDATE compaction_events SET summary_id = :into WHERE summary_id = :dup",
+            {"into": into, "dup": duplicate})
+    quoted = {"q": f'"{duplicate}"', "into": f'"{into}"', "like": f'%"{duplicate}"%'}
+    execute("UPDATE compaction_events SET source_summary_ids_json = "
+            "REPLACE(source_summary_ids_json, :q, :into) WHERE source_summary_ids_json LIKE :like", quoted)
+    execute("UPDATE views SET items_json = REPLACE(items_json, :q, :into) WHERE items_json LIKE :like",
+            quoted)
+    execute("DELETE FROM summary_sources WHERE summary_id = :dup", {"dup": duplicate})
+    execute("DELETE FROM summaries WHERE id = :dup", {"dup": duplicate})

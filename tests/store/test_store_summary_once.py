@@ -1,0 +1,158 @@
+"""A summary of the same sources is stored once: a second writer gets the first one back, no
+second committed event; the migration keying old rows folds duplicates into their oldest copy."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from config.settings import StoreSettings
+from store.interface import PassFinisher, StoreBackend
+from store.migrations import MIGRATIONS as SQLITE_MIGRATIONS
+from store.migrations import apply_migrations as apply_sqlite
+from store.models import Anchor, AnchorDraft, CompactionEvent, ContextView, SummaryDraft, SummaryRecord
+from store.postgres.db import Database
+from store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
+from store.postgres.migrations import apply_migrations as apply_pg
+from store.postgres.store import PgStore
+from store.store import Store, TenantStore
+from tests.store.store_helpers import TokenCounter, history, scalar, sql
+
+
+def _conversation(alice: TenantStore, counter: TokenCounter) -> tuple[str, list[int]]:
+    result = alice.ingest(history(3), model="m", external_id=None, count_tokens=counter)
+    return result.conversation.id, [m.id for m in result.messages]
+
+
+def _draft(cid: str, ids: list[int], content: str, level: str = "normal") -> SummaryDraft:
+    return SummaryDraft(cid, "leaf", 0, level, content, 5, 1, 4, tuple(ids[1:5]))  # type: ignore[arg-type]
+
+
+def _finisher(cid: str, seen: list[SummaryRecord]) -> PassFinisher:
+    def finish(record: SummaryRecord, added: list[Anchor],
+               superseded: list[Anchor]) -> tuple[ContextView | None, CompactionEvent]:
+        seen.append(record)
+        return None, CompactionEvent(cid, "hard_budget", "leaf", "normal", "committed", "m",
+                                     summary_id=record.id, anchors_added=tuple(a.id for a in added))
+    return finish
+
+
+def test_the_second_pass_over_the_same_sources_gets_the_first_summary_and_event(
+        alice: TenantStore, counter: TokenCounter) -> None:
+    cid, ids = _conversation(alice, counter)
+    anchors = [AnchorDraft("order", "order number", "ORD-7", ids[1], 1)]
+    seen: list[SummaryRecord] = []
+    first, _, event = alice.commit_pass(_draft(cid, ids, "Replica A's words."), anchors,
+                                        _finisher(cid, seen))
+    again, view, repeat = alice.commit_pass(_draft(cid, ids, "Replica B's words."), anchors,
+                                            _finisher(cid, seen))
+    assert again == first and again.content == "Replica A's words." and view is None
+    assert repeat == event and alice.events(cid) == [event]  # no second committed event
+    assert alice.summaries(cid) == [first] and seen == [first, first]  # B's view built from A's
+    assert [a.value for a in alice.anchors(cid, include_superseded=True)] == ["ORD-7"]
+
+
+def test_add_summary_twice_stores_once_but_another_level_is_another_summary(
+        alice: TenantStore, counter: TokenCounter) -> None:
+    cid, ids = _conversation(alice, counter)
+    first = alice.add_summary(_draft(cid, ids, "one"))
+    assert alice.add_summary(_draft(cid, ids, "two")) == first
+    other = alice.add_summary(_draft(cid, ids, "three", "aggressive"))
+    assert other.id != first.id and [s.id for s in alice.summaries(cid)] == [first.id, other.id]
+
+
+def test_a_summary_stored_without_an_event_gets_its_first_event_from_a_pass(
+        alice: TenantStore, counter: TokenCounter) -> None:
+    cid, ids = _conversation(alice, counter)
+    stored = alice.add_summary(_draft(cid, ids, "copied from the parent conversation"))
+    record, _, event = alice.commit_pass(_draft(cid, ids, "later"), [], _finisher(cid, []))
+    assert record == stored and alice.events(cid) == [event] and event.summary_id == stored.id
+
+
+def test_the_store_refuses_a_duplicate_source_key(store: StoreBackend, alice: TenantStore,
+                                                  counter: TokenCounter) -> None:
+    cid, ids = _conversation(alice, counter)
+    alice.add_summary(_draft(cid, ids, "one"))
+    columns = ("id, tenant_id, conversation_id, kind, depth, generation, level, content, token_count, "
+               "first_seq, last_seq, model, prompt_version, created_at, source_key")
+    with pytest.raises(Exception, match="(?i)unique"):  # sqlite3 or psycopg: a raw statement
+        sql(store, f"INSERT INTO summaries ({columns}) SELECT 'sum_000000000000', tenant_id, "
+                   "conversation_id, kind, depth, generation, level, 'copy', token_count, first_seq, "
+                   f"last_seq, model, prompt_version, created_at, source_key FROM summaries")
+    if isinstance(store, PgStore):
+        store.db.conn.rollback()
+    assert scalar(store, "SELECT COUNT(*) FROM summaries") == 1
+
+
+# -- the migration: keys for old rows, duplicates folded --------------------------------------------
+
+_OLD_SUMMARY = ("INSERT INTO summaries (id, tenant_id, conversation_id, kind, depth, generation, level, "
+                "content, token_count, first_seq, last_seq, model, prompt_version, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'normal', ?, 5, 1, 4, 'm', '', 0)")
+
+
+def _old_duplicates(store: StoreBackend) -> tuple[str, list[int]]:
+    """Rows as an older ctxproxy (no unique key) could leave them: two leaves of the same sources,
+    a condensed summary of the later copy, a view and events naming it."""
+    alice = store.for_tenant(store.tenant_id_for_key("sk-alice"))
+    cid, ids = _conversation(alice, TokenCounter())  # type: ignore[arg-type]
+    tenant = alice.tenant_id
+    for sid, kind, depth, gen, sources in (
+            ("sum_aaaaaaaaaaaa", "leaf", 0, 1, [("message", str(i)) for i in ids[1:5]]),
+            ("sum_bbbbbbbbbbbb", "leaf", 0, 2, [("message", str(i)) for i in ids[1:5]]),
+            ("sum_cccccccccccc", "condensed", 1, 3, [("summary", "sum_bbbbbbbbbbbb")])):
+        sql(store, _OLD_SUMMARY, (sid, tenant, cid, kind, depth, gen, f"text of {sid}"))
+        for ord_, (k, s) in enumerate(sources):
+            sql(store, "INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
+                       "VALUES (?, ?, ?, ?, ?)", (tenant, sid, k, s, ord_))
+    sql(store, "INSERT INTO views (tenant_id, conversation_id, version, items_json, covered_through_seq, "
+               "anchor_ids_json, created_at) VALUES (?, ?, 1, ?, 4, '[]', 0)",
+        (tenant, cid, '[["message","0"],["summary","sum_bbbbbbbbbbbb"]]'))
+    for sid, sources_json in (("sum_bbbbbbbbbbbb", "[]"), ("sum_cccccccccccc", '["sum_bbbbbbbbbbbb"]')):
+        sql(store, "INSERT INTO compaction_events (tenant_id, conversation_id, trigger, tier, level, "
+                   "outcome, summarizer_model, summarizer_settings_json, prompt_version, "
+                   "source_message_ids_json, source_summary_ids_json, summary_id, tokens_before, "
+                   "tokens_after, verification, rejected_facts_json, anchors_added_json, "
+                   "anchors_superseded_json, duration_ms, created_at) VALUES (?, ?, 'manual', 'leaf', "
+                   "'normal', 'committed', 'm', '{}', '', '[]', ?, ?, 0, 0, 'not_run', '[]', '[]', '[]', "
+                   "0, 0)", (tenant, cid, sources_json, sid))
+    return cid, ids
+
+
+def _check_folded(store: StoreBackend, cid: str, ids: list[int]) -> None:
+    alice = store.for_tenant(store.tenant_id_for_key("sk-alice"))
+    found = {s.id: s for s in alice.summaries(cid)}
+    assert sorted(found) == ["sum_aaaaaaaaaaaa", "sum_cccccccccccc"]  # the later copy folded
+    assert found["sum_cccccccccccc"].source_summary_ids == ("sum_aaaaaaaaaaaa",)
+    view = alice.view(cid)
+    assert view is not None and [i.ref for i in view.items] == ["0", "sum_aaaaaaaaaaaa"]
+    events = alice.events(cid)
+    assert [e.summary_id for e in events] == ["sum_aaaaaaaaaaaa", "sum_cccccccccccc"]
+    assert events[1].source_summary_ids == ("sum_aaaaaaaaaaaa",)
+    assert alice.add_summary(_draft(cid, ids, "again")).id == "sum_aaaaaaaaaaaa"  # keyed
+
+
+def test_sqlite_migration_folds_duplicate_summaries(tmp_path: Path) -> None:
+    path = str(tmp_path / "old.db")
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA foreign_keys = ON")
+    apply_sqlite(conn, tuple(m for m in SQLITE_MIGRATIONS if m.version < 5))
+    store = Store(sqlite_utils.Database(conn), "s" * 64, StoreSettings(path=path))
+    cid, ids = _old_duplicates(store)
+    apply_sqlite(conn)
+    _check_folded(store, cid, ids)
+    store.close()
+
+
+def test_postgres_migration_folds_duplicate_summaries(pg_url: str) -> None:
+    db = Database(pg_url)
+    apply_pg(db, tuple(m for m in PG_MIGRATIONS if m.version < 4))
+    db.execute("INSERT INTO meta (key, value) VALUES ('tenant_secret', :v)", {"v": "s" * 64})
+    store = PgStore(db, "s" * 64, StoreSettings(url=pg_url))
+    cid, ids = _old_duplicates(store)
+    apply_pg(db)
+    _check_folded(store, cid, ids)
+    store.close()
