@@ -252,10 +252,19 @@ def cpu_seconds(pid: int) -> float:
 
 def rss_mb(pid: int) -> float:
     """Resident set size of a process in MiB (VmRSS)."""
+    return rss_split(pid)["rss"]
+
+
+def rss_split(pid: int) -> dict[str, float]:
+    """VmRSS and its parts in MiB: anonymous (heap: the Python objects, malloc arenas), file-backed
+    (the code, and SQLite's memory-mapped database pages) and shared memory, from /proc/PID/status."""
+    fields = {"VmRSS:": "rss", "RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"}
+    out = dict.fromkeys(fields.values(), 0.0)
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        key = line.split(maxsplit=1)[0] if line else ""
+        if key in fields:
+            out[fields[key]] = int(line.split()[1]) / 1024
+    return out
 
 
 # ---- the fake upstream process --------------------------------------------------------------------
