@@ -267,6 +267,18 @@ def rss_split(pid: int) -> dict[str, float]:
     return out
 
 
+def mapped_mb(pid: int, path: Path) -> float:
+    """Resident MiB of a process's memory maps of `path` (SQLite's mmap of the store), from smaps."""
+    total, inside, name = 0, False, str(path)
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+            inside = len(head) == 6 and head[5] == name
+        elif inside and head and head[0] == "Rss:":
+            total += int(head[1])
+    return total / 1024
+
+
 # ---- the fake upstream process --------------------------------------------------------------------
 
 def upstream_app() -> Any:

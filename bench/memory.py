@@ -26,9 +26,20 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import HEADERS, MODEL, Server, rss_split, session, start_ctxproxy, start_upstream
+from bench.common import (
+    HEADERS,
+    MODEL,
+    Server,
+    mapped_mb,
+    rss_split,
+    session,
+    start_ctxproxy,
+    start_upstream,
+)
+from store.db import MMAP_SIZE
 
 TARGET_MB_PER_1K = 0.1  # issue 12: flat memory for a proxy that runs for months
+STORE_MMAP_MIB = MMAP_SIZE // 2**20
 Sample = dict[str, float]
 
 
@@ -61,8 +72,14 @@ class Pool:
         msgs.append({"role": "user", "content": f"conversation {i}: follow-up {len(msgs) // 2}"})
 
 
+def sample(proxy: Server, db: Path) -> Sample:
+    """RSS split (MiB) plus the resident part of the store's memory map and the store's file size."""
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+    return {**rss_split(proxy.proc.pid), "db_mapped": mapped_mb(proxy.proc.pid, db), "db_file": size / 2**20}
+
+
 async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, plan: Plan,
-                samples: list[Sample]) -> None:
+                samples: list[Sample], db: Path) -> None:
     """`n` requests from `plan.concurrency` workers; worker w cycles over conversations w, w+c, ..."""
     counter = [0]
 
@@ -75,7 +92,7 @@ async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, 
             await pool.turn(http, proxy.chat_url, mine[k % len(mine)])
             k += 1
             if done % plan.sample_every == 0:
-                samples.append({"requests": done, **rss_split(proxy.proc.pid)})
+                samples.append({"requests": done, **sample(proxy, db)})
 
     await asyncio.gather(*(worker(w) for w in range(min(plan.concurrency, len(pool.histories)))))
 
@@ -83,17 +100,17 @@ async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, 
 async def run(plan: Plan) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ctxbench-") as tmp:
         upstream = start_upstream(Path(tmp))
-        proxy = start_ctxproxy(Path(tmp), upstream.url)
+        proxy, db = start_ctxproxy(Path(tmp), upstream.url), Path(tmp) / "ctxproxy.db"
         try:
-            start = rss_split(proxy.proc.pid)
+            start = sample(proxy, db)
             pool, samples = Pool(plan.conversations), list[Sample]()
             async with session(plan.concurrency * 2) as http:
-                await drive(http, proxy, pool, plan.warmup, plan, [])
-                warm = rss_split(proxy.proc.pid)
+                await drive(http, proxy, pool, plan.warmup, plan, [], db)
+                warm = sample(proxy, db)
                 began = time.perf_counter()
-                await asyncio.wait_for(drive(http, proxy, pool, plan.requests, plan, samples), plan.max_s)
+                await asyncio.wait_for(drive(http, proxy, pool, plan.requests, plan, samples, db), plan.max_s)
                 seconds = time.perf_counter() - began
-            after = rss_split(proxy.proc.pid)
+            after = sample(proxy, db)
         finally:
             proxy.stop()
             upstream.stop()
@@ -106,12 +123,16 @@ async def run(plan: Plan) -> dict[str, Any]:
 
 
 def growth(warm: Sample, after: Sample, requests: int) -> dict[str, float]:
-    """Growth from warm-up to the end, in MiB and MiB per 1k requests: all of RSS, anon, file."""
+    """Growth from warm-up to the end, in MiB and MiB per 1k requests: all of RSS, anon, file, the
+    store's memory map, and all but that map."""
     per_1k = 1000 / requests if requests else 0.0
-    out = {"growth_mb": after["rss"] - warm["rss"], "growth_mb_per_1k": (after["rss"] - warm["rss"]) * per_1k}
-    for part in ("anon", "file"):
+    grown = after["rss"] - warm["rss"]
+    out: dict[str, float] = {"growth_mb": grown, "growth_mb_per_1k": grown * per_1k}
+    for part in ("anon", "file", "db_mapped"):
         out[f"{part}_growth_mb"] = after[part] - warm[part]
         out[f"{part}_growth_mb_per_1k"] = (after[part] - warm[part]) * per_1k
+    unmapped = out["growth_mb"] - out["db_mapped_growth_mb"]  # all but the store's memory map
+    out |= {"unmapped_growth_mb": unmapped, "unmapped_growth_mb_per_1k": unmapped * per_1k}
     return out
 
 
@@ -119,15 +140,24 @@ def plateau(warm: Sample, samples: list[Sample], requests: int) -> dict[str, flo
     """Growth over the first and the second half of the run (MiB, RSS and anon) and their ratio."""
     half = next((s for s in samples if s["requests"] >= requests / 2), None)
     if half is None or not samples:
-        return {"first_mb": None, "second_mb": None, "anon_first_mb": None, "anon_second_mb": None}
+        return {f"{p}{h}_mb": None for p in ("", "anon_", "unmapped_") for h in ("first", "second")}
     last = samples[-1]
+
+    def unmapped(s: Sample) -> float:
+        return s["rss"] - s["db_mapped"]
+
     return {"first_mb": half["rss"] - warm["rss"], "second_mb": last["rss"] - half["rss"],
-            "anon_first_mb": half["anon"] - warm["anon"], "anon_second_mb": last["anon"] - half["anon"]}
+            "anon_first_mb": half["anon"] - warm["anon"], "anon_second_mb": last["anon"] - half["anon"],
+            "unmapped_first_mb": unmapped(half) - unmapped(warm),
+            "unmapped_second_mb": unmapped(last) - unmapped(half)}
 
 
 def table(r: dict[str, Any]) -> str:
     every = r["samples"][1]["requests"] - r["samples"][0]["requests"] if len(r["samples"]) > 1 else 0
-    p, verdict = r["plateau"], "ok" if r["growth_mb_per_1k"] <= r["target_mb_per_1k"] else "OVER"
+    p, target = r["plateau"], r["target_mb_per_1k"]
+
+    def verdict(per_1k: float) -> str:
+        return "ok" if per_1k <= target else "OVER"
 
     def trend(part: str) -> str:
         return " ".join(f"{s[part]:.0f}" for s in r["samples"])
@@ -142,10 +172,15 @@ def table(r: dict[str, Any]) -> str:
         f"(anon {r['warm']['anon']:.1f}, file {r['warm']['file']:.1f}), after {r['requests']} requests "
         f"{r['rss_after_mb']:.1f} MiB (anon {r['after']['anon']:.1f}, file {r['after']['file']:.1f})",
         f"growth {r['growth_mb']:+.1f} MiB ({r['growth_mb_per_1k']:+.3f} MiB per 1k requests, target <= "
-        f"{r['target_mb_per_1k']:g}: {verdict}); anon {r['anon_growth_mb_per_1k']:+.3f}, file "
+        f"{target:g}: {verdict(r['growth_mb_per_1k'])}); anon {r['anon_growth_mb_per_1k']:+.3f}, file "
         f"{r['file_growth_mb_per_1k']:+.3f} MiB per 1k; {r['seconds']:.1f} s, {r['rps']:.0f} req/s",
+        f"store mmap: {r['db_mapped_growth_mb']:+.1f} MiB resident ({r['after']['db_mapped']:.1f} MiB of a "
+        f"{r['after']['db_file']:.1f} MiB store, capped by mmap_size {STORE_MMAP_MIB} MiB); all but it: "
+        f"{r['unmapped_growth_mb']:+.1f} MiB ({r['unmapped_growth_mb_per_1k']:+.3f} MiB per 1k: "
+        f"{verdict(r['unmapped_growth_mb_per_1k'])})",
         f"plateau (first half, then second half): rss {halves(p['first_mb'], p['second_mb'])}; "
-        f"anon {halves(p['anon_first_mb'], p['anon_second_mb'])}",
+        f"anon {halves(p['anon_first_mb'], p['anon_second_mb'])}; all but the store mmap "
+        f"{halves(p['unmapped_first_mb'], p['unmapped_second_mb'])}",
         f"rss every {every} requests (MiB): {trend('rss')}",
         f"anon every {every} requests (MiB): {trend('anon')}"])
 
