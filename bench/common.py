@@ -252,10 +252,31 @@ def cpu_seconds(pid: int) -> float:
 
 def rss_mb(pid: int) -> float:
     """Resident set size of a process in MiB (VmRSS)."""
+    return rss_split(pid)["rss"]
+
+
+def rss_split(pid: int) -> dict[str, float]:
+    """VmRSS and its parts in MiB: anonymous (heap: the Python objects, malloc arenas), file-backed
+    (the code, and SQLite's memory-mapped database pages) and shared memory, from /proc/PID/status."""
+    fields = {"VmRSS:": "rss", "RssAnon:": "anon", "RssFile:": "file", "RssShmem:": "shmem"}
+    out = dict.fromkeys(fields.values(), 0.0)
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        key = line.split(maxsplit=1)[0] if line else ""
+        if key in fields:
+            out[fields[key]] = int(line.split()[1]) / 1024
+    return out
+
+
+def mapped_mb(pid: int, path: Path) -> float:
+    """Resident MiB of a process's memory maps of `path` (SQLite's mmap of the store), from smaps."""
+    total, inside, name = 0, False, str(path)
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+            inside = len(head) == 6 and head[5] == name
+        elif inside and head and head[0] == "Rss:":
+            total += int(head[1])
+    return total / 1024
 
 
 # ---- the fake upstream process --------------------------------------------------------------------

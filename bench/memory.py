@@ -1,9 +1,13 @@
-"""RSS of the ctxproxy process after warm-up and after 10k small requests (concurrency 32).
+"""RSS of the ctxproxy process after warm-up and over 20k small requests (concurrency 32).
 
 1000 conversations grow turn by turn (each request resends its conversation plus the previous reply
 and a new user message), so the store and every per-conversation structure are exercised. RSS is
-read from /proc after warm-up and every `sample_every` requests; the growth is printed in MiB and
-per 1k requests. The run is bounded by `max_s` (it fails rather than hang).
+read from /proc/PID/status after warm-up and every `sample_every` requests, split into anonymous
+memory (RssAnon: Python objects and malloc arenas, where a leak shows) and file-backed pages
+(RssFile: code and SQLite's memory-mapped database, bounded by `mmap_size`). Growth is printed in
+MiB per 1k requests for each, plus a plateau check: the growth over the second half of the run
+against the first half (a leak grows as fast in both; a cache filling up grows in the first only).
+The run is bounded by `max_s` (it fails rather than hang).
 
     python -m bench.memory [--requests N] [--conversations N] [--concurrency N]
 """
@@ -22,17 +26,31 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import HEADERS, MODEL, Server, rss_mb, session, start_ctxproxy, start_upstream
+from bench.common import (
+    HEADERS,
+    MODEL,
+    Server,
+    mapped_mb,
+    rss_split,
+    session,
+    start_ctxproxy,
+    start_upstream,
+)
+from store.db import MMAP_SIZE
+
+TARGET_MB_PER_1K = 0.1  # issue 12: flat memory for a proxy that runs for months
+STORE_MMAP_MIB = MMAP_SIZE // 2**20
+Sample = dict[str, float]
 
 
 @dataclass(frozen=True)
 class Plan:
-    requests: int = 10_000
+    requests: int = 20_000
     warmup: int = 1_000
-    conversations: int = 1_000  # ~11 turns each: bounded time on 2 cores, every request a new turn
+    conversations: int = 1_000  # ~21 turns each: bounded time on 2 cores, every request a new turn
     concurrency: int = 32
     sample_every: int = 1_000
-    max_s: float = 240.0
+    max_s: float = 480.0
 
 
 class Pool:
@@ -54,8 +72,14 @@ class Pool:
         msgs.append({"role": "user", "content": f"conversation {i}: follow-up {len(msgs) // 2}"})
 
 
+def sample(proxy: Server, db: Path) -> Sample:
+    """RSS split (MiB) plus the resident part of the store's memory map and the store's file size."""
+    size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+    return {**rss_split(proxy.proc.pid), "db_mapped": mapped_mb(proxy.proc.pid, db), "db_file": size / 2**20}
+
+
 async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, plan: Plan,
-                samples: list[tuple[int, float]], done0: int) -> None:
+                samples: list[Sample], db: Path) -> None:
     """`n` requests from `plan.concurrency` workers; worker w cycles over conversations w, w+c, ..."""
     counter = [0]
 
@@ -64,11 +88,11 @@ async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, 
         k = 0
         while counter[0] < n:
             counter[0] += 1
-            done = done0 + counter[0]
+            done = counter[0]
             await pool.turn(http, proxy.chat_url, mine[k % len(mine)])
             k += 1
             if done % plan.sample_every == 0:
-                samples.append((done, rss_mb(proxy.proc.pid)))
+                samples.append({"requests": done, **sample(proxy, db)})
 
     await asyncio.gather(*(worker(w) for w in range(min(plan.concurrency, len(pool.histories)))))
 
@@ -76,40 +100,89 @@ async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, 
 async def run(plan: Plan) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ctxbench-") as tmp:
         upstream = start_upstream(Path(tmp))
-        proxy = start_ctxproxy(Path(tmp), upstream.url)
+        proxy, db = start_ctxproxy(Path(tmp), upstream.url), Path(tmp) / "ctxproxy.db"
         try:
-            start_rss = rss_mb(proxy.proc.pid)
-            pool, samples = Pool(plan.conversations), list[tuple[int, float]]()
+            start = sample(proxy, db)
+            pool, samples = Pool(plan.conversations), list[Sample]()
             async with session(plan.concurrency * 2) as http:
-                await drive(http, proxy, pool, plan.warmup, plan, [], 0)
-                warm = rss_mb(proxy.proc.pid)
+                await drive(http, proxy, pool, plan.warmup, plan, [], db)
+                warm = sample(proxy, db)
                 began = time.perf_counter()
-                await asyncio.wait_for(drive(http, proxy, pool, plan.requests, plan, samples, 0), plan.max_s)
+                await asyncio.wait_for(drive(http, proxy, pool, plan.requests, plan, samples, db), plan.max_s)
                 seconds = time.perf_counter() - began
-            after = rss_mb(proxy.proc.pid)
+            after = sample(proxy, db)
         finally:
             proxy.stop()
             upstream.stop()
-    growth = after - warm
     return {"requests": plan.requests, "warmup": plan.warmup, "conversations": plan.conversations,
-            "concurrency": plan.concurrency, "rss_start_mb": start_rss, "rss_warm_mb": warm,
-            "rss_after_mb": after, "growth_mb": growth,
-            "growth_mb_per_1k": growth * 1000 / plan.requests if plan.requests else 0.0,
-            "seconds": seconds, "rps": plan.requests / seconds if seconds else 0.0,
-            "samples": [{"requests": r, "rss_mb": m} for r, m in samples]}
+            "concurrency": plan.concurrency, "rss_start_mb": start["rss"], "rss_warm_mb": warm["rss"],
+            "rss_after_mb": after["rss"], "start": start, "warm": warm, "after": after,
+            **growth(warm, after, plan.requests), "plateau": plateau(warm, samples, plan.requests),
+            "target_mb_per_1k": TARGET_MB_PER_1K, "seconds": seconds,
+            "rps": plan.requests / seconds if seconds else 0.0, "samples": samples}
+
+
+def growth(warm: Sample, after: Sample, requests: int) -> dict[str, float]:
+    """Growth from warm-up to the end, in MiB and MiB per 1k requests: all of RSS, anon, file, the
+    store's memory map, and all but that map."""
+    per_1k = 1000 / requests if requests else 0.0
+    grown = after["rss"] - warm["rss"]
+    out: dict[str, float] = {"growth_mb": grown, "growth_mb_per_1k": grown * per_1k}
+    for part in ("anon", "file", "db_mapped"):
+        out[f"{part}_growth_mb"] = after[part] - warm[part]
+        out[f"{part}_growth_mb_per_1k"] = (after[part] - warm[part]) * per_1k
+    unmapped = out["growth_mb"] - out["db_mapped_growth_mb"]  # all but the store's memory map
+    out |= {"unmapped_growth_mb": unmapped, "unmapped_growth_mb_per_1k": unmapped * per_1k}
+    return out
+
+
+def plateau(warm: Sample, samples: list[Sample], requests: int) -> dict[str, float | None]:
+    """Growth over the first and the second half of the run (MiB, RSS and anon) and their ratio."""
+    half = next((s for s in samples if s["requests"] >= requests / 2), None)
+    if half is None or not samples:
+        return {f"{p}{h}_mb": None for p in ("", "anon_", "unmapped_") for h in ("first", "second")}
+    last = samples[-1]
+
+    def unmapped(s: Sample) -> float:
+        return s["rss"] - s["db_mapped"]
+
+    return {"first_mb": half["rss"] - warm["rss"], "second_mb": last["rss"] - half["rss"],
+            "anon_first_mb": half["anon"] - warm["anon"], "anon_second_mb": last["anon"] - half["anon"],
+            "unmapped_first_mb": unmapped(half) - unmapped(warm),
+            "unmapped_second_mb": unmapped(last) - unmapped(half)}
 
 
 def table(r: dict[str, Any]) -> str:
-    trend = " ".join(f"{s['rss_mb']:.0f}" for s in r["samples"])
     every = r["samples"][1]["requests"] - r["samples"][0]["requests"] if len(r["samples"]) > 1 else 0
+    p, target = r["plateau"], r["target_mb_per_1k"]
+
+    def verdict(per_1k: float) -> str:
+        return "ok" if per_1k <= target else "OVER"
+
+    def trend(part: str) -> str:
+        return " ".join(f"{s[part]:.0f}" for s in r["samples"])
+
+    def halves(first: float | None, second: float | None) -> str:
+        return "n/a" if first is None or second is None else f"{first:+.1f} then {second:+.1f} MiB"
+
     return "\n".join([
         f"memory: ctxproxy RSS over {r['requests']} requests ({r['conversations']} conversations, "
         f"concurrency {r['concurrency']}, after {r['warmup']} warm-up)",
-        f"rss at start {r['rss_start_mb']:.1f} MiB, after warm-up {r['rss_warm_mb']:.1f} MiB, "
-        f"after {r['requests']} requests {r['rss_after_mb']:.1f} MiB",
-        f"growth {r['growth_mb']:+.1f} MiB ({r['growth_mb_per_1k']:+.2f} MiB per 1k requests); "
-        f"{r['seconds']:.1f} s, {r['rps']:.0f} req/s",
-        f"rss every {every} requests (MiB): {trend}"])
+        f"rss at start {r['rss_start_mb']:.1f} MiB, after warm-up {r['rss_warm_mb']:.1f} MiB "
+        f"(anon {r['warm']['anon']:.1f}, file {r['warm']['file']:.1f}), after {r['requests']} requests "
+        f"{r['rss_after_mb']:.1f} MiB (anon {r['after']['anon']:.1f}, file {r['after']['file']:.1f})",
+        f"growth {r['growth_mb']:+.1f} MiB ({r['growth_mb_per_1k']:+.3f} MiB per 1k requests, target <= "
+        f"{target:g}: {verdict(r['growth_mb_per_1k'])}); anon {r['anon_growth_mb_per_1k']:+.3f}, file "
+        f"{r['file_growth_mb_per_1k']:+.3f} MiB per 1k; {r['seconds']:.1f} s, {r['rps']:.0f} req/s",
+        f"store mmap: {r['db_mapped_growth_mb']:+.1f} MiB resident ({r['after']['db_mapped']:.1f} MiB of a "
+        f"{r['after']['db_file']:.1f} MiB store, capped by mmap_size {STORE_MMAP_MIB} MiB); all but it: "
+        f"{r['unmapped_growth_mb']:+.1f} MiB ({r['unmapped_growth_mb_per_1k']:+.3f} MiB per 1k: "
+        f"{verdict(r['unmapped_growth_mb_per_1k'])})",
+        f"plateau (first half, then second half): rss {halves(p['first_mb'], p['second_mb'])}; "
+        f"anon {halves(p['anon_first_mb'], p['anon_second_mb'])}; all but the store mmap "
+        f"{halves(p['unmapped_first_mb'], p['unmapped_second_mb'])}",
+        f"rss every {every} requests (MiB): {trend('rss')}",
+        f"anon every {every} requests (MiB): {trend('anon')}"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,9 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=Plan.requests)
     parser.add_argument("--conversations", type=int, default=Plan.conversations)
     parser.add_argument("--concurrency", type=int, default=Plan.concurrency)
+    parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
     plan = Plan(requests=args.requests, conversations=args.conversations, concurrency=args.concurrency)
-    print(table(asyncio.run(run(plan))))
+    result = asyncio.run(run(plan))
+    print(table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
 
 

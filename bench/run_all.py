@@ -1,9 +1,9 @@
 """`make bench`: every benchmark in one run, their tables, a summary of ratios, JSON and docs.
 
 Runs proxy overhead (direct vs ctxproxy vs LiteLLM proxy), per-request CPU vs history size, memory
-over 10k requests and search over 100k messages; writes bench/out/bench.json, the CPU chart under
-docs/img/ and the bench section of docs/results.md (between the bench markers; the eval section
-is left alone).
+over 20k requests (RssAnon and RssFile apart) and search over 100k messages; writes
+bench/out/bench.json, the CPU chart under docs/img/ and the bench section of docs/results.md
+(between the bench markers; the eval section is left alone).
 
     python -m bench.run_all [--quick] [--no-docs]
 """
@@ -92,7 +92,9 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "ctxproxy_added_p50_ms": t["added"]["ctxproxy"]["p50_ms"],
         "ctxproxy_vs_litellm_added_p50": t["ctxproxy_vs_litellm_added_p50"],
         "ctxproxy_rps_c32_vs_direct": ctx["rps_c32"] / direct["rps_c32"] if direct["rps_c32"] else None,
-        "memory_growth_mb_per_1k": mem["growth_mb_per_1k"], "search_p99_ms": s["p99_ms"],
+        "memory_growth_mb_per_1k": mem["growth_mb_per_1k"],
+        "memory_anon_growth_mb_per_1k": mem["anon_growth_mb_per_1k"],
+        "memory_unmapped_growth_mb_per_1k": mem["unmapped_growth_mb_per_1k"], "search_p99_ms": s["p99_ms"],
         "wal_max_mib": r["store"]["wal_max_bytes"] / store_soak.MIB,
         "bytes_per_stored_message": r["store"]["bytes_per_message"]}
     if t["targets"].get("litellm"):
@@ -120,7 +122,9 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"cpu [{name}]: {f['fixed_ms']:.2f} ms + {f['us_per_1k_tokens']:.1f} µs per 1k history "
                      f"tokens; µs/1k at the largest size = "
                      f"{fmt_ratio(s[f'cpu_{name}_largest_vs_smallest_per_1k'])} of the smallest")
-    lines.append(f"memory: {s['memory_growth_mb_per_1k']:+.2f} MiB per 1k requests; "
+    lines.append(f"memory: {s['memory_growth_mb_per_1k']:+.3f} MiB per 1k requests (anon "
+                 f"{s['memory_anon_growth_mb_per_1k']:+.3f}; all but the store's mmap "
+                 f"{s['memory_unmapped_growth_mb_per_1k']:+.3f}); "
                  f"search p99 {s['search_p99_ms']:.2f} ms")
     lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
                  f"{s['bytes_per_stored_message']:.0f} bytes per stored message")

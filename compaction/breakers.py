@@ -17,6 +17,9 @@ from config.settings import LOCAL_EXTRACTIVE, SummarizerSettings
 # Breakers kept (least recently used forgotten first): one per (tenant, endpoint), so without a
 # bound every new client key would keep a breaker, and the summariser instance it wraps, forever.
 MAX_BREAKERS = 4096
+# Observing wrappers of local summarisers, by instance: an engine whose chooser makes a new instance
+# per turn (replay's does) would otherwise keep every one of them, each pinned by its wrapper.
+MAX_LOCAL_OBSERVED = 64
 
 
 class SummarizerPool:
@@ -28,7 +31,7 @@ class SummarizerPool:
         self._observer = observer
         self._max_breakers = max_breakers
         self._breakers: OrderedDict[tuple[str, str], ObservedSummarizer] = OrderedDict()
-        self._observed: dict[int, ObservedSummarizer] = {}  # local summarisers, by identity
+        self._observed: OrderedDict[int, ObservedSummarizer] = OrderedDict()  # local ones, by identity
 
     def wrap(self, turn: ChatTurn, choice: SummarizerChoice) -> SummarizerChoice:
         """`choice` observed, behind its endpoint's breaker.
@@ -64,4 +67,12 @@ class SummarizerPool:
         observed = self._observed.get(id(summarizer))
         if observed is None or observed.inner is not summarizer:
             observed = self._observed[id(summarizer)] = ObservedSummarizer(summarizer, self._observer)
+            while len(self._observed) > MAX_LOCAL_OBSERVED:
+                self._observed.popitem(last=False)  # least recently used
+        self._observed.move_to_end(id(summarizer))
         return observed
+
+    @property
+    def local_observed(self) -> int:
+        """Local summarisers with an observing wrapper kept (at most MAX_LOCAL_OBSERVED)."""
+        return len(self._observed)

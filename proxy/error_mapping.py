@@ -15,9 +15,11 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from config.errors import (
     CtxProxyError,
+    InvalidRequestError,
     PayloadTooLargeError,
     UpstreamError,
     UpstreamHTTPError,
@@ -94,6 +96,18 @@ def to_ctxproxy_error(exc: BaseException) -> CtxProxyError | None:
 def internal_error() -> CtxProxyError:
     """The generic 500 that never leaks internals."""
     return CtxProxyError(INTERNAL_MESSAGE)
+
+
+def http_failure(status: int, exc: BaseException | None) -> CtxProxyError:
+    """What aiohttp answers itself (its parser rejected the request, or a failure got past every
+    middleware), as a CtxProxyError: the parser's reason without the bytes it quotes."""
+    if 400 <= status < 500:
+        text = exc.message if isinstance(exc, HttpProcessingError) else ""
+        reason = (text or "").split(":", 1)[0].strip() or "unparseable request"
+        return InvalidRequestError(f"malformed HTTP request: {reason}", code="malformed_request")
+    if status == 504:
+        return CtxProxyError("ctxproxy timed out handling the request", code="timeout")
+    return internal_error()
 
 
 def litellm_rule(cls: type[BaseException]) -> LiteLLMRule | None:

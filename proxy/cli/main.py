@@ -83,14 +83,12 @@ def run_serve(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     settings = dataclasses.replace(settings, server=server)
     if getattr(args, "workers", 1) > 1:
         return _serve_workers(args, server.host, server.port)
-    from aiohttp import web
-
     from proxy.app import create_app
+    from proxy.server.protocol import serve
 
     print(f"ctxproxy listening on http://{server.host}:{server.port} "
           f"({len(settings.model_list)} model entries, store {_store_name(settings)})", file=sys.stderr)
-    web.run_app(create_app(settings), host=server.host, port=server.port, print=None,
-                access_log=None, handler_cancellation=True, reuse_port=getattr(args, "reuse_port", False))
+    serve(create_app(settings), server.host, server.port, reuse_port=getattr(args, "reuse_port", False))
     return 0
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from proxy.inspector.source import IPNetwork, request_source
+from proxy.inspector.source import IPNetwork, request_source, sent_over_https
 from proxy.inspector.throttle import FAILURE_LIMIT, FAILURE_WINDOW_S, LOCKOUT_S, FailureThrottle
 
 __all__ = ["FAILURE_LIMIT", "FAILURE_WINDOW_S", "LOCKOUT_S", "SESSIONS", "UiSessions"]
@@ -45,6 +45,10 @@ class UiSessions:
     def source(self, request: web.Request) -> str:
         """The client a failed attempt counts against (X-Forwarded-For only from trusted proxies)."""
         return request_source(request, self.trusted_proxies)
+
+    def over_https(self, request: web.Request) -> bool:
+        """TLS here, or at a trusted proxy that says so (X-Forwarded-Proto only from trusted proxies)."""
+        return sent_over_https(request, self.trusted_proxies)
 
     def issue(self, key: str) -> str:
         issued = str(int(self.clock()))
@@ -76,9 +80,3 @@ class UiSessions:
 
 
 SESSIONS = web.AppKey("ui_sessions", UiSessions)
-
-
-def sent_over_https(request: web.Request) -> bool:
-    """TLS here, or at a reverse proxy that says so (`X-Forwarded-Proto: https`)."""
-    forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
-    return request.secure or forwarded == "https"

@@ -1,8 +1,10 @@
-"""Who an admin request comes from: the peer address, or X-Forwarded-For's nearest untrusted hop.
+"""Who an admin request comes from (the peer, or X-Forwarded-For's nearest untrusted hop) and over
+what (TLS here, or at a proxy that says so in X-Forwarded-Proto).
 
-`X-Forwarded-For` is honoured only when the connection itself comes from a network listed in
-`server.trusted_proxies`; anyone else could write any address there and dodge (or aim) a lockout.
-IPv6 sources count per /64, the block one host typically controls.
+`X-Forwarded-For` and `X-Forwarded-Proto` are honoured only when the connection itself comes from a
+network listed in `server.trusted_proxies`; anyone else could write any address there and dodge (or
+aim) a lockout, or claim TLS it did not use. IPv6 sources count per /64, the block one host
+typically controls.
 """
 
 from __future__ import annotations
@@ -38,6 +40,18 @@ def request_source(request: web.Request, trusted: Sequence[IPNetwork]) -> str:
                 return source_key(address)
             peer = address
     return source_key(peer)
+
+
+def sent_over_https(request: web.Request, trusted: Sequence[IPNetwork]) -> bool:
+    """TLS here, or at a trusted reverse proxy that says so (`X-Forwarded-Proto: https`, its first
+    value: the scheme the client-facing proxy saw)."""
+    if request.secure:
+        return True
+    peer = _address(request.remote or "")
+    if peer is None or not _is_trusted(peer, trusted):
+        return False
+    forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+    return forwarded == "https"
 
 
 def source_key(address: IPAddress) -> str:

@@ -25,7 +25,7 @@ from config.errors import (
 )
 from proxy import appkeys
 from proxy.inspector import view
-from proxy.inspector.session import SESSIONS, UiSessions, sent_over_https
+from proxy.inspector.session import SESSIONS, UiSessions
 from proxy.inspector.source import parse_networks
 from proxy.server.chat import bearer_key
 
@@ -179,7 +179,7 @@ async def _login(request: web.Request) -> web.StreamResponse:
         return _locked_page(exc)
     resp = _redirect("/ui/")
     resp.set_cookie(COOKIE, sessions.issue(key), httponly=True, samesite="Strict", path="/ui",
-                    max_age=sessions.max_age_s, secure=sent_over_https(request))
+                    max_age=sessions.max_age_s, secure=sessions.over_https(request))
     return resp
 
 

@@ -58,9 +58,24 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException) -> CtxPro
     return InvalidRequestError(exc.reason or "request rejected")
 
 
+def check_headers(request: web.Request) -> None:
+    """Refuse (400) a header value with bytes that are not UTF-8: aiohttp keeps them as lone
+    surrogates, which no later encode (an HMAC of the key, a log line, a forwarded header) survives.
+    Control bytes never get here: aiohttp's parser refuses them (proxy/server/protocol.py)."""
+    for name, value in request.headers.items():
+        if value.isascii():
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRequestError(f"Invalid {name} header: the value is not valid UTF-8",
+                                      param=name, code="invalid_header") from None
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
+        check_headers(request)
         return await handler(request)
     except CtxProxyError as exc:
         return _failed(request, exc)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench import bench_doc, cpu_scaling, memory, run_all, store_soak, throughput
-from bench.common import cpu_seconds, history, pct, rss_mb
+from bench.common import cpu_seconds, history, mapped_mb, pct, rss_mb, rss_split
 
 TINY: dict[str, Any] = {
     "throughput": throughput.Counts(n=5, n32=12, ttfb=3, warmup=1),
@@ -44,6 +44,7 @@ def test_every_table_is_printed(tiny_run: dict[str, Any], capsys: pytest.Capture
     assert sum(line.split()[0] in ("600", "3000") for line in lines if line.strip()) == 4
     assert out.count("linear fit: cpu ms/req =") == 2
     assert "MiB per 1k requests" in out and "rss every 10 requests (MiB):" in out
+    assert "anon every 10 requests (MiB):" in out and "store mmap:" in out and "plateau (first half" in out
 
 
 def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
@@ -55,7 +56,12 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
         first = points[0]  # 2 requests may spend under one 10 ms /proc tick: ratio 0 then, not 1
         assert first["ratio_to_first"] == (1.0 if first["cpu_ms"] else 0.0)
         assert all(p["requests"] == 2 and "marginal_us_per_1k" in p for p in points)
-    assert [s["requests"] for s in tiny_run["memory"]["samples"]] == [10, 20, 30, 40]
+    memory = tiny_run["memory"]
+    assert [s["requests"] for s in memory["samples"]] == [10, 20, 30, 40]
+    assert all(s["anon"] > 0 and s["file"] > 0 and s["rss"] >= s["anon"] for s in memory["samples"])
+    assert 0 <= memory["after"]["db_mapped"] <= memory["after"]["file"] and memory["after"]["db_file"] > 0
+    assert memory["unmapped_growth_mb"] == pytest.approx(memory["growth_mb"] - memory["db_mapped_growth_mb"])
+    assert all(v is not None for v in memory["plateau"].values())  # halves at 20 and 40 requests
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
     assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "cpu vs history size", "memory", "search",
                                                 "store soak", "scaling out", "search on postgresql"}
@@ -93,5 +99,9 @@ def test_helpers() -> None:
     import os
 
     assert cpu_seconds(os.getpid()) > 0 and rss_mb(os.getpid()) > 10
+    split = rss_split(os.getpid())
+    assert split["anon"] > 0 and split["file"] > 0 and split["rss"] == pytest.approx(
+        split["anon"] + split["file"] + split["shmem"], abs=0.1)
+    assert mapped_mb(os.getpid(), Path(os.__file__)) == 0.0  # a module read, never mapped
     fit_a, fit_b = cpu_scaling.fit([{"tokens": 1000, "cpu_ms": 3.0}, {"tokens": 11000, "cpu_ms": 5.0}])
     assert fit_a == pytest.approx(2.8) and fit_b == pytest.approx(200.0)

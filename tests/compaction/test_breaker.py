@@ -176,3 +176,18 @@ def test_breakers_are_bounded_and_recent_ones_are_kept() -> None:
         pool.wrap(turn(f"t{n}"), SummarizerChoice(summarizer, {}))
         assert pool.wrap(turn("t0"), SummarizerChoice(summarizer, {})).summarizer is first
     assert len(pool) == 3
+
+
+def test_observed_local_summarisers_are_bounded_and_kept_while_in_use() -> None:
+    from compaction.breakers import MAX_LOCAL_OBSERVED, SummarizerPool
+    from compaction.extractive import ExtractiveSummarizer
+
+    pool = SummarizerPool(SummarizerSettings(), NullObserver())
+    turn = ChatTurn("t", MODEL, LiteLLMParams("openai/" + MODEL), Settings(()).compaction, 8_000,
+                    ({"role": "user", "content": "hi"},))
+    kept = ExtractiveSummarizer()
+    first = pool.wrap(turn, SummarizerChoice(kept, {})).summarizer
+    for _ in range(MAX_LOCAL_OBSERVED * 3):  # a chooser making a new local instance every turn
+        pool.wrap(turn, SummarizerChoice(ExtractiveSummarizer(), {}))
+        assert pool.wrap(turn, SummarizerChoice(kept, {})).summarizer is first
+    assert pool.local_observed == MAX_LOCAL_OBSERVED

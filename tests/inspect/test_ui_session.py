@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from aiohttp import ClientResponse
-from pytest_aiohttp import AiohttpClient
+from dataclasses import replace
 
+from aiohttp import ClientResponse
+from pytest_aiohttp import AiohttpClient, AiohttpServer
+
+from config.settings import Settings
 from proxy.inspector.session import FAILURE_LIMIT, LOCKOUT_S, SESSION_MAX_AGE_S, SESSIONS, UiSessions
-from tests.inspect.inspect_fixtures import ADMIN_KEY, UiClient, UiServerFactory
+from tests.inspect.inspect_fixtures import (
+    ADMIN_KEY,
+    Populated,
+    UiClient,
+    UiServerFactory,
+    build_app,
+    ui_settings,
+)
 
 
 class Clock:
@@ -74,13 +84,29 @@ async def _login(client: UiClient, key: str,
     return await client.post("/ui/login", data={"admin_key": key}, allow_redirects=False, headers=headers)
 
 
-async def test_cookie_has_max_age_and_secure_behind_a_tls_proxy(make_ui_server: UiServerFactory,
-                                                                aiohttp_client: AiohttpClient) -> None:
-    client: UiClient = await aiohttp_client(await make_ui_server())
-    plain = (await _login(client, ADMIN_KEY)).headers["Set-Cookie"]
+async def _cookie(client: UiClient, **headers: str) -> str:
+    return (await _login(client, ADMIN_KEY, **headers)).headers["Set-Cookie"]
+
+
+async def test_cookie_is_secure_only_behind_a_trusted_tls_proxy(aiohttp_server: AiohttpServer,
+                                                                aiohttp_client: AiohttpClient,
+                                                                populated: Populated) -> None:
+    https = {"X-Forwarded-Proto": "https"}
+    anyone: UiClient = await aiohttp_client(await aiohttp_server(build_app(_settings(populated, ()))))
+    plain = await _cookie(anyone)
     assert f"Max-Age={SESSION_MAX_AGE_S}" in plain and "Secure" not in plain
-    proxied = (await _login(client, ADMIN_KEY, **{"X-Forwarded-Proto": "https"})).headers["Set-Cookie"]
+    assert "Secure" not in await _cookie(anyone, **https)  # any client could claim TLS it did not use
+    behind: UiClient = await aiohttp_client(await aiohttp_server(build_app(_settings(populated,
+                                                                                     ("127.0.0.0/8",)))))
+    proxied = await _cookie(behind, **https)
     assert f"Max-Age={SESSION_MAX_AGE_S}" in proxied and "Secure" in proxied
+    assert "Secure" not in await _cookie(behind)  # a trusted proxy that does not say https
+    assert "Secure" not in await _cookie(behind, **{"X-Forwarded-Proto": "http, https"})
+
+
+def _settings(populated: Populated, trusted: tuple[str, ...]) -> Settings:
+    settings = ui_settings(populated.db_path, ADMIN_KEY)
+    return replace(settings, server=replace(settings.server, trusted_proxies=trusted))
 
 
 async def test_logout_revokes_a_copied_cookie_and_sessions_expire(make_ui_server: UiServerFactory,

@@ -1,0 +1,84 @@
+"""The HTTP server under the app: what aiohttp answers itself (a request its parser rejects, a
+failure past every middleware) in OpenAI's error shape, and `serve`, which runs the app with it.
+
+aiohttp answers a malformed request (a control byte or invalid byte in a header value, a bad
+request line, a line too long) with a plain-text 400 from `RequestHandler.handle_error` before any
+middleware runs, and has no parameter to change that (aio-libs/aiohttp#3287). The supported pieces
+are `web.RequestHandler.handle_error` (a public method) and `web.AppRunner` with `web.TCPSite`
+(what `web.run_app` does inside, minus the hook); the one glue is a class swap of the objects the
+runner builds (`openai_errors`): no private attribute is read and none of aiohttp's construction
+logic is copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aiohttp import web
+
+from proxy.error_mapping import http_failure
+
+KEEPALIVE_S = 75.0  # web.run_app's defaults
+SHUTDOWN_TIMEOUT_S = 60.0
+
+
+class OpenAIErrorHandler(web.RequestHandler):
+    """aiohttp's connection protocol, answering its own errors as `{"error": {...}}` JSON."""
+
+    __slots__ = ()
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """aiohttp's logging and checks (it raises when a response already started), our body."""
+        super().handle_error(request, status, exc, message)
+        error = http_failure(status, exc)
+        resp = web.json_response(error.to_body(), status=status)
+        resp.force_close()  # as aiohttp does: the connection's framing cannot be trusted any more
+        return resp
+
+
+class OpenAIErrorServer(web.Server):
+    """The app's low-level server, making OpenAIErrorHandler protocols (one per connection)."""
+
+    def __call__(self) -> web.RequestHandler:
+        handler = super().__call__()
+        handler.__class__ = OpenAIErrorHandler  # same slots, only handle_error differs
+        return handler
+
+
+def openai_errors(runner: web.BaseRunner) -> None:
+    """Make a set-up runner's server answer its own errors in OpenAI's shape (before any site starts:
+    connections accepted earlier keep aiohttp's handler)."""
+    if runner.server is None:
+        raise RuntimeError("openai_errors needs a runner after setup()")
+    runner.server.__class__ = OpenAIErrorServer
+
+
+async def start(app: web.Application, host: str, port: int, *, reuse_port: bool = False) -> web.AppRunner:
+    """`app` set up and listening on host:port, parser errors in OpenAI's shape (`runner.cleanup()`
+    stops it); signals (SIGINT/SIGTERM) raise GracefulExit, as under `web.run_app`."""
+    runner = web.AppRunner(app, handle_signals=True, access_log=None, handler_cancellation=True,
+                           keepalive_timeout=KEEPALIVE_S, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    await runner.setup()
+    try:
+        openai_errors(runner)
+        await web.TCPSite(runner, host, port, reuse_port=reuse_port or None).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+async def _serve(app: web.Application, host: str, port: int, reuse_port: bool) -> None:
+    runner = await start(app, host, port, reuse_port=reuse_port)
+    try:
+        await asyncio.Event().wait()  # until SIGINT/SIGTERM raise GracefulExit
+    finally:
+        await runner.cleanup()
+
+
+def serve(app: web.Application, host: str, port: int, *, reuse_port: bool = False) -> None:
+    """Serve `app` until SIGINT/SIGTERM, like `web.run_app`, with OpenAI-shaped parser errors."""
+    with contextlib.suppress(web.GracefulExit, KeyboardInterrupt):
+        asyncio.run(_serve(app, host, port, reuse_port))
