@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import secrets
 import socket
@@ -41,6 +40,7 @@ from compaction.view_plan import RequestContext, measure_request, measure_stored
 from compaction.workview import WorkingView
 from config.errors import StoreError, SummarizerError
 from config.settings import Settings
+from store.fastjson import dumps_sorted
 from store.interface import StoreBackend, TenantAccess
 from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
 
@@ -365,8 +365,8 @@ def prefix_hashes(messages: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
     """Running sha256 per forwarded message: equal prefixes give equal leading hashes."""
     out: list[str] = []
     previous = ""
-    for message in messages:
-        canonical = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        previous = hashlib.sha256((previous + canonical).encode()).hexdigest()
+    sha256 = hashlib.sha256
+    for message in messages:  # sorted keys, compact, unicode kept (fastjson: json's exact bytes)
+        previous = sha256(previous.encode() + dumps_sorted(message)).hexdigest()
         out.append(previous)
     return tuple(out)

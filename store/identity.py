@@ -15,6 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from store.fastjson import canonical_ascii
+
 # `function_call` (legacy function calling) is kept beside the contract's fields: two different legacy
 # calls must not hash alike. It is dropped like any other key when null.
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
@@ -88,12 +90,12 @@ def canonical_json(value: Any) -> str:
 
 def content_hash(m: dict[str, Any]) -> str:
     """Hash of one normalised message alone."""
-    return hashlib.sha256(canonical_json(normalise_message(m)).encode()).hexdigest()
+    return hashlib.sha256(canonical_ascii(normalise_message(m))).hexdigest()
 
 
 def canonical_bodies(msgs: Sequence[dict[str, Any]]) -> list[bytes]:
     """Canonical JSON bytes of each normalised message (what both hashes are computed over)."""
-    return [canonical_json(normalise_message(m)).encode() for m in msgs]
+    return [canonical_ascii(normalise_message(m)) for m in msgs]
 
 
 def chain_from_bodies(bodies: Sequence[bytes], previous: str = "") -> list[str]:

@@ -26,6 +26,7 @@ from store.models import Conversation, IngestResult, StoredMessage
 
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
                 "created_at")
+TAIL_HASHES = 4  # newest chain hashes asked first when matching a request without an external id
 
 
 class Cursor(Protocol):
@@ -78,8 +79,17 @@ def _match_by_external_id(run: Runner, external_id: str, hashes: list[str]) -> _
 
 
 def _match_by_chain(run: Runner, hashes: list[str]) -> _Match:
-    """One indexed query for all of the request's chain hashes; the deepest hit is the longest prefix."""
-    marks, params = rows.in_list("h", hashes)
+    """The longest stored prefix: the deepest valid hit among the request's chain hashes. A resend
+    extends a stored history by a message or two, so the newest few hashes are asked first (one
+    small query); only when none of them is stored are all the others asked."""
+    tail = max(0, len(hashes) - TAIL_HASHES)
+    match = _deepest_hit(run, hashes, tail)
+    return match if match.conversation is not None or not tail else _deepest_hit(run, hashes, 0, tail)
+
+
+def _deepest_hit(run: Runner, hashes: list[str], start: int, end: int | None = None) -> _Match:
+    """One indexed query for hashes[start:end]; a hit counts at its own position only."""
+    marks, params = rows.in_list("h", hashes[start:end])
     hits = run("SELECT m.seq, m.chain_hash, c.* FROM messages m JOIN conversations c ON c.id = "
                "m.conversation_id AND c.tenant_id = :tenant "
                f"WHERE m.tenant_id = :tenant AND m.chain_hash IN {marks} "
@@ -123,14 +133,21 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]],
     """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation)."""
     found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
                 "AND seq < :upto ORDER BY seq", {"cid": cid, "upto": upto}).fetchall()
-    out = [rows.message(r, public_body(messages[r["seq"]])) for r in found]
+    out = [_prefix_message(r, messages[r[2]]) for r in found]
     newly_pinned = [s.id for s, r in zip(out, found, strict=True)
-                    if messages[r["seq"]].get("pinned") and not r["pinned"]]
+                    if messages[r[2]].get("pinned") and not r[7]]
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later
         marks, params = rows.in_list("p", newly_pinned)
         run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN {marks}", params)
         out = [s if s.id not in newly_pinned else _pinned(s) for s in out]
     return out
+
+
+def _prefix_message(r: Any, m: dict[str, Any]) -> StoredMessage:
+    """A row of `_MSG_COLUMNS` (read by position: the hot loop of a resent history) with the
+    request's body."""
+    return StoredMessage(r[0], r[1], r[2], r[3], public_body(m), r[4], r[5], r[6], bool(r[7]),
+                         r[8], r[9])
 
 
 def _pinned(m: StoredMessage) -> StoredMessage:
