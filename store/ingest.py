@@ -23,6 +23,7 @@ from store import rows
 from store.content import message_text
 from store.identity import body_hash, canonical_bodies, chain_from_bodies
 from store.models import Conversation, IngestResult, StoredMessage
+from store.prefix_rows import PrefixRows, Row
 
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
                 "created_at")
@@ -128,19 +129,37 @@ def insert_message(run: Runner, cid: str, seq: int, m: dict[str, Any], token_cou
                          source="reply" if source == "reply" else "client", created_at=now)
 
 
-def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]],
-                   upto: int) -> list[StoredMessage]:
-    """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation)."""
-    found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
-                "AND seq < :upto ORDER BY seq", {"cid": cid, "upto": upto}).fetchall()
-    out = [_prefix_message(r, messages[r[2]]) for r in found]
-    newly_pinned = [s.id for s, r in zip(out, found, strict=True)
+def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], upto: int,
+                   chain: Sequence[str], cache: PrefixRows | None) -> list[StoredMessage]:
+    """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation).
+    Rows `cache` holds for them are not read again; their `pinned` flags always are."""
+    cached = cache.leading(cid, chain, upto) if cache is not None else ()
+    found = _read_rows(run, cid, len(cached), upto) if len(cached) < upto else []
+    if cached:
+        pinned = {r[0] for r in run("SELECT seq FROM messages WHERE tenant_id = :tenant AND "
+                                    "conversation_id = :cid AND seq < :n AND pinned = 1",
+                                    {"cid": cid, "n": len(cached)})}
+        prefix = [(*r[:7], 1 if r[2] in pinned else 0, *r[8:]) if r[7] != (r[2] in pinned) else r
+                for r in cached] + found
+    else:
+        prefix = found
+    if cache is not None:
+        cache.keep(cid, tuple(prefix))
+    out = [_prefix_message(r, messages[r[2]]) for r in prefix]
+    newly_pinned = [s.id for s, r in zip(out, prefix, strict=True)
                     if messages[r[2]].get("pinned") and not r[7]]
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later
         marks, params = rows.in_list("p", newly_pinned)
         run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN {marks}", params)
         out = [s if s.id not in newly_pinned else _pinned(s) for s in out]
     return out
+
+
+def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
+    """Stored rows seq start..upto-1 as plain tuples (`_MSG_COLUMNS` order)."""
+    found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                "AND seq >= :start AND seq < :upto ORDER BY seq", {"cid": cid, "start": start, "upto": upto})
+    return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]) for r in found]
 
 
 def _prefix_message(r: Any, m: dict[str, Any]) -> StoredMessage:
@@ -159,8 +178,10 @@ def _only_system(messages: Sequence[dict[str, Any]], upto: int) -> bool:
 
 
 def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-           count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
-    """Identify the conversation, store only new messages; the caller holds the transaction."""
+           count_tokens: Callable[[dict[str, Any]], int],
+           prefix_rows: PrefixRows | None = None) -> IngestResult:
+    """Identify the conversation, store only new messages; the caller holds the transaction.
+    `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py)."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
     bodies = canonical_bodies(messages)
@@ -175,7 +196,7 @@ def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, exter
         keep = 0
     elif conv is None:
         conv = insert_conversation(run, model, external_id, None, now)
-    stored = _stored_prefix(run, conv["id"], messages, keep) if keep else []
+    stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows) if keep else []
     for seq in range(keep, len(messages)):
         stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),
                                      (chain[seq], body_hash(bodies[seq])), "client", now))

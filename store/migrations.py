@@ -258,6 +258,9 @@ def _forwarded_in_constant_space(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX forwarded_conversation ON forwarded (conversation_id, id)")
 
 
+# Pinned messages are few: a partial index answers "which of this conversation's are pinned" at once.
+_PINNED = "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;"
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -282,6 +285,8 @@ CREATE TABLE step_leases (
     PRIMARY KEY (tenant_id, conversation_id)
 );
 """),
+    Migration(5, "pinned messages indexed (ingest reads a resent history's pins, not its rows)",
+              _PINNED),
 )
 
 

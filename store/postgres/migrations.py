@@ -122,6 +122,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "full-text search: tsvector words (unaccent) and pg_trgm substrings", _SEARCH),
     Migration(3, "leases on background compaction steps (one replica per step)", _LEASES),
+    Migration(4, "pinned messages indexed (ingest reads a resent history's pins, not its rows)",
+              "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;\n"),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 
