@@ -20,6 +20,7 @@ from typing import Any, Literal
 from compaction.selection import Entry, last_user_index
 from compaction.toolpairs import SYSTEM_ROLES, group_messages
 from compaction.types import Occupancy
+from store.models import assembled
 
 REPLY_PRIMING = 3  # tokens OpenAI adds to every request to prime the reply (see tokens.py)
 
@@ -116,7 +117,8 @@ def _view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, An
         category: Category = "summaries" if entry.kind == "summary" else "fresh_tail"
         ref = entry.ref if entry.kind == "summary" else str(entry.message_id or entry.ref)
         protected = entry.kind == "message" and (i == last_user or entry.group == last_group)
-        out.append(Slot(render(entry), entry.tokens, category, entry.group, ref, protected))
+        out.append(assembled(Slot, {"message": render(entry), "tokens": entry.tokens, "category": category,
+                                    "group": entry.group, "ref": ref, "protected": protected}))
     return out
 
 
@@ -143,8 +145,10 @@ def raw_entries(messages: Sequence[tuple[dict[str, Any], int, int, int, bool]],
             role = str(message.get("role"))
             if role in SYSTEM_ROLES:
                 continue
-            out.append(Entry("message", str(seq), tokens, role, first_group + ordinal, seq,
-                             pinned=pinned, message_id=message_id))
+            out.append(assembled(Entry, {  # Entry(...) field by field, built faster
+                "kind": "message", "ref": str(seq), "tokens": tokens, "role": role,
+                "group": first_group + ordinal, "seq": seq, "depth": -1, "pinned": pinned,
+                "message_id": message_id, "elided": None}))
     return out
 
 

@@ -22,7 +22,7 @@ from config.errors import InvalidRequestError
 from store import rows
 from store.content import message_text
 from store.identity import body_hash, canonical_bodies, chain_from_bodies
-from store.models import Conversation, IngestResult, StoredMessage
+from store.models import Conversation, IngestResult, StoredMessage, assembled
 from store.prefix_rows import PrefixRows, Row
 
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
@@ -165,8 +165,10 @@ def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
 def _prefix_message(r: Any, m: dict[str, Any]) -> StoredMessage:
     """A row of `_MSG_COLUMNS` (read by position: the hot loop of a resent history) with the
     request's body."""
-    return StoredMessage(r[0], r[1], r[2], r[3], public_body(m), r[4], r[5], r[6], bool(r[7]),
-                         r[8], r[9])
+    return assembled(StoredMessage, {
+        "id": r[0], "conversation_id": r[1], "seq": r[2], "role": r[3], "message": public_body(m),
+        "token_count": r[4], "chain_hash": r[5], "content_hash": r[6], "pinned": bool(r[7]),
+        "source": r[8], "created_at": r[9]})
 
 
 def _pinned(m: StoredMessage) -> StoredMessage:
