@@ -19,7 +19,7 @@ _LEAVES = (str, int, bool, type(None))
 _CONTAINERS = (dict, list, tuple)
 
 
-def _plain(value: Any) -> bool:
+def is_plain(value: Any) -> bool:
     """Whether `value` holds only the types both encoders spell alike (iterative: any depth)."""
     stack = [value]
     while stack:
@@ -46,7 +46,7 @@ def _plain(value: Any) -> bool:
 
 def dumps_compact(value: Any) -> bytes:
     """`json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()`, faster."""
-    if _plain(value):
+    if is_plain(value):
         try:
             return orjson.dumps(value)
         except orjson.JSONEncodeError:  # a big int, a lone surrogate, a non-str key: json decides
@@ -56,7 +56,7 @@ def dumps_compact(value: Any) -> bytes:
 
 def dumps_sorted(value: Any) -> bytes:
     """`json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()`."""
-    if _plain(value):
+    if is_plain(value):
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:
@@ -68,7 +68,7 @@ def canonical_ascii(value: Any) -> bytes:
     """`json.dumps(value, sort_keys=True, separators=(",", ":")).encode()` (non-ASCII escaped): the
     canonical form identity hashes. orjson's output is used when it is ASCII already (DEL, which
     json escapes, is escaped here too); other text takes json's own escaping."""
-    if _plain(value):
+    if is_plain(value):
         try:
             out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from store.fastjson import canonical_ascii
+from store.running_hashes import RunningHashes
 
 # `function_call` (legacy function calling) is kept beside the contract's fields: two different legacy
 # calls must not hash alike. It is dropped like any other key when null.
@@ -116,3 +117,16 @@ def chain_hashes(msgs: Sequence[dict[str, Any]], previous: str = "") -> list[str
 def body_hash(body: bytes) -> str:
     """content_hash from a canonical body."""
     return hashlib.sha256(body).hexdigest()
+
+
+def _chain_step(previous: str, m: dict[str, Any]) -> str:
+    return hashlib.sha256(previous.encode() + canonical_ascii(normalise_message(m))).hexdigest()
+
+
+# Chain hashes of recently seen messages (a resent history is looked up, not re-encoded and hashed).
+CHAINS = RunningHashes(_chain_step)
+
+
+def chain_of(msgs: Sequence[dict[str, Any]]) -> list[str]:
+    """`chain_hashes(msgs)`, memoised per message (store/running_hashes.py)."""
+    return CHAINS.over(msgs)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from config.errors import InvalidRequestError
 from store import rows
 from store.content import message_text
-from store.identity import body_hash, canonical_bodies, chain_from_bodies
+from store.identity import body_hash, canonical_bodies, chain_of
 from store.models import Conversation, IngestResult, StoredMessage, assembled
 from store.prefix_rows import PrefixRows, Row
 
@@ -186,8 +186,7 @@ def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, exter
     `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py)."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
-    bodies = canonical_bodies(messages)
-    chain = chain_from_bodies(bodies)
+    chain = chain_of(messages)
     match = _match_by_external_id(run, external_id, chain) if external_id else _match_by_chain(run, chain)
     now = time.time()
     conv, keep, forked = match.conversation, match.matched, False
@@ -199,9 +198,10 @@ def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, exter
     elif conv is None:
         conv = insert_conversation(run, model, external_id, None, now)
     stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows) if keep else []
+    bodies = canonical_bodies(messages[keep:])  # the content hashes of what is new
     for seq in range(keep, len(messages)):
         stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),
-                                     (chain[seq], body_hash(bodies[seq])), "client", now))
+                                     (chain[seq], body_hash(bodies[seq - keep])), "client", now))
     new_count = len(messages) - keep if keep < len(messages) else 0
     if new_count:
         run("UPDATE conversations SET message_count = :count, updated_at = :now "

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
-MAX_ROWS = 32_768  # about 15 MiB at most: some 100 resent 100k-token histories
+MAX_ROWS = 16_384  # about 7 MiB at most: some 50 resent 100k-token histories
 _SEQ, _CHAIN = 2, 5
 
 
