@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from compaction.selection import Entry, last_user_index
@@ -47,11 +48,12 @@ class Plan:
     tools_tokens: int
     budget: int
 
-    @property
+    # Computed once per plan (a plan is frozen; the request path asks each several times).
+    @cached_property
     def messages(self) -> tuple[dict[str, Any], ...]:
         return tuple(s.message for s in self.slots)
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         """Input tokens of the request: messages, reply priming and tool schemas."""
         return REPLY_PRIMING + sum(s.tokens for s in self.slots) + self.tools_tokens
