@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import secrets
 import socket
@@ -41,8 +40,10 @@ from compaction.view_plan import RequestContext, measure_request, measure_stored
 from compaction.workview import WorkingView
 from config.errors import StoreError, SummarizerError
 from config.settings import Settings
+from store.fastjson import dumps_sorted
 from store.interface import StoreBackend, TenantAccess
 from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
+from store.running_hashes import RunningHashes
 
 log = structlog.get_logger(__name__)
 # A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,
@@ -362,11 +363,14 @@ def recounted(stored_model: str, messages: Sequence[StoredMessage],
 
 
 def prefix_hashes(messages: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
-    """Running sha256 per forwarded message: equal prefixes give equal leading hashes."""
-    out: list[str] = []
-    previous = ""
-    for message in messages:
-        canonical = json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        previous = hashlib.sha256((previous + canonical).encode()).hexdigest()
-        out.append(previous)
-    return tuple(out)
+    """Running sha256 per forwarded message: equal prefixes give equal leading hashes (memoised per
+    message: a resent history's forwarded list is mostly the previous one's)."""
+    return tuple(_FORWARDED.over(messages))
+
+
+def _forwarded_step(previous: str, message: dict[str, Any]) -> str:
+    # sorted keys, compact, unicode kept (fastjson: json's exact bytes)
+    return hashlib.sha256(previous.encode() + dumps_sorted(message)).hexdigest()
+
+
+_FORWARDED = RunningHashes(_forwarded_step)

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from compaction.selection import Entry, last_user_index
 from compaction.toolpairs import SYSTEM_ROLES, group_messages
 from compaction.types import Occupancy
+from store.models import assembled
 
 REPLY_PRIMING = 3  # tokens OpenAI adds to every request to prime the reply (see tokens.py)
 
@@ -46,11 +48,12 @@ class Plan:
     tools_tokens: int
     budget: int
 
-    @property
+    # Computed once per plan (a plan is frozen; the request path asks each several times).
+    @cached_property
     def messages(self) -> tuple[dict[str, Any], ...]:
         return tuple(s.message for s in self.slots)
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         """Input tokens of the request: messages, reply priming and tool schemas."""
         return REPLY_PRIMING + sum(s.tokens for s in self.slots) + self.tools_tokens
@@ -116,7 +119,8 @@ def _view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, An
         category: Category = "summaries" if entry.kind == "summary" else "fresh_tail"
         ref = entry.ref if entry.kind == "summary" else str(entry.message_id or entry.ref)
         protected = entry.kind == "message" and (i == last_user or entry.group == last_group)
-        out.append(Slot(render(entry), entry.tokens, category, entry.group, ref, protected))
+        out.append(assembled(Slot, {"message": render(entry), "tokens": entry.tokens, "category": category,
+                                    "group": entry.group, "ref": ref, "protected": protected}))
     return out
 
 
@@ -143,8 +147,10 @@ def raw_entries(messages: Sequence[tuple[dict[str, Any], int, int, int, bool]],
             role = str(message.get("role"))
             if role in SYSTEM_ROLES:
                 continue
-            out.append(Entry("message", str(seq), tokens, role, first_group + ordinal, seq,
-                             pinned=pinned, message_id=message_id))
+            out.append(assembled(Entry, {  # Entry(...) field by field, built faster
+                "kind": "message", "ref": str(seq), "tokens": tokens, "role": role,
+                "group": first_group + ordinal, "seq": seq, "depth": -1, "pinned": pinned,
+                "message_id": message_id, "elided": None}))
     return out
 
 

@@ -135,7 +135,9 @@ def build_entries(items: Sequence[StoredMessage | SummaryRecord], render: Render
     def flush() -> None:
         nonlocal next_group, run
         rows = [(m.message, m.seq, m.id, m.token_count, m.pinned) for m in run]
-        made = [replace(e, elided=elided.get(e.seq)) for e in raw_entries(rows, next_group)]
+        made = raw_entries(rows, next_group)
+        if elided:  # only in-place elisions change an entry
+            made = [replace(e, elided=elided[e.seq]) if e.seq in elided else e for e in made]
         out.extend(made)
         next_group = (max(e.group for e in made) + 1) if made else next_group
         run = []

@@ -15,6 +15,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from store.fastjson import canonical_ascii
+from store.running_hashes import RunningHashes
+
 # `function_call` (legacy function calling) is kept beside the contract's fields: two different legacy
 # calls must not hash alike. It is dropped like any other key when null.
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
@@ -88,12 +91,12 @@ def canonical_json(value: Any) -> str:
 
 def content_hash(m: dict[str, Any]) -> str:
     """Hash of one normalised message alone."""
-    return hashlib.sha256(canonical_json(normalise_message(m)).encode()).hexdigest()
+    return hashlib.sha256(canonical_ascii(normalise_message(m))).hexdigest()
 
 
 def canonical_bodies(msgs: Sequence[dict[str, Any]]) -> list[bytes]:
     """Canonical JSON bytes of each normalised message (what both hashes are computed over)."""
-    return [canonical_json(normalise_message(m)).encode() for m in msgs]
+    return [canonical_ascii(normalise_message(m)) for m in msgs]
 
 
 def chain_from_bodies(bodies: Sequence[bytes], previous: str = "") -> list[str]:
@@ -114,3 +117,16 @@ def chain_hashes(msgs: Sequence[dict[str, Any]], previous: str = "") -> list[str
 def body_hash(body: bytes) -> str:
     """content_hash from a canonical body."""
     return hashlib.sha256(body).hexdigest()
+
+
+def _chain_step(previous: str, m: dict[str, Any]) -> str:
+    return hashlib.sha256(previous.encode() + canonical_ascii(normalise_message(m))).hexdigest()
+
+
+# Chain hashes of recently seen messages (a resent history is looked up, not re-encoded and hashed).
+CHAINS = RunningHashes(_chain_step)
+
+
+def chain_of(msgs: Sequence[dict[str, Any]]) -> list[str]:
+    """`chain_hashes(msgs)`, memoised per message (store/running_hashes.py)."""
+    return CHAINS.over(msgs)

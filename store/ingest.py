@@ -21,11 +21,13 @@ from typing import Any, Protocol
 from config.errors import InvalidRequestError
 from store import rows
 from store.content import message_text
-from store.identity import body_hash, canonical_bodies, chain_from_bodies
-from store.models import Conversation, IngestResult, StoredMessage
+from store.identity import body_hash, canonical_bodies, chain_of
+from store.models import Conversation, IngestResult, StoredMessage, assembled
+from store.prefix_rows import PrefixRows, Row
 
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
                 "created_at")
+TAIL_HASHES = 4  # newest chain hashes asked first when matching a request without an external id
 
 
 class Cursor(Protocol):
@@ -78,8 +80,17 @@ def _match_by_external_id(run: Runner, external_id: str, hashes: list[str]) -> _
 
 
 def _match_by_chain(run: Runner, hashes: list[str]) -> _Match:
-    """One indexed query for all of the request's chain hashes; the deepest hit is the longest prefix."""
-    marks, params = rows.in_list("h", hashes)
+    """The longest stored prefix: the deepest valid hit among the request's chain hashes. A resend
+    extends a stored history by a message or two, so the newest few hashes are asked first (one
+    small query); only when none of them is stored are all the others asked."""
+    tail = max(0, len(hashes) - TAIL_HASHES)
+    match = _deepest_hit(run, hashes, tail)
+    return match if match.conversation is not None or not tail else _deepest_hit(run, hashes, 0, tail)
+
+
+def _deepest_hit(run: Runner, hashes: list[str], start: int, end: int | None = None) -> _Match:
+    """One indexed query for hashes[start:end]; a hit counts at its own position only."""
+    marks, params = rows.in_list("h", hashes[start:end])
     hits = run("SELECT m.seq, m.chain_hash, c.* FROM messages m JOIN conversations c ON c.id = "
                "m.conversation_id AND c.tenant_id = :tenant "
                f"WHERE m.tenant_id = :tenant AND m.chain_hash IN {marks} "
@@ -118,19 +129,46 @@ def insert_message(run: Runner, cid: str, seq: int, m: dict[str, Any], token_cou
                          source="reply" if source == "reply" else "client", created_at=now)
 
 
-def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]],
-                   upto: int) -> list[StoredMessage]:
-    """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation)."""
-    found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
-                "AND seq < :upto ORDER BY seq", {"cid": cid, "upto": upto}).fetchall()
-    out = [rows.message(r, public_body(messages[r["seq"]])) for r in found]
-    newly_pinned = [s.id for s, r in zip(out, found, strict=True)
-                    if messages[r["seq"]].get("pinned") and not r["pinned"]]
+def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], upto: int,
+                   chain: Sequence[str], cache: PrefixRows | None) -> list[StoredMessage]:
+    """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation).
+    Rows `cache` holds for them are not read again; their `pinned` flags always are."""
+    cached = cache.leading(cid, chain, upto) if cache is not None else ()
+    found = _read_rows(run, cid, len(cached), upto) if len(cached) < upto else []
+    if cached:
+        pinned = {r[0] for r in run("SELECT seq FROM messages WHERE tenant_id = :tenant AND "
+                                    "conversation_id = :cid AND seq < :n AND pinned = 1",
+                                    {"cid": cid, "n": len(cached)})}
+        prefix = [(*r[:7], 1 if r[2] in pinned else 0, *r[8:]) if r[7] != (r[2] in pinned) else r
+                for r in cached] + found
+    else:
+        prefix = found
+    if cache is not None:
+        cache.keep(cid, tuple(prefix))
+    out = [_prefix_message(r, messages[r[2]]) for r in prefix]
+    newly_pinned = [s.id for s, r in zip(out, prefix, strict=True)
+                    if messages[r[2]].get("pinned") and not r[7]]
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later
         marks, params = rows.in_list("p", newly_pinned)
         run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN {marks}", params)
         out = [s if s.id not in newly_pinned else _pinned(s) for s in out]
     return out
+
+
+def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
+    """Stored rows seq start..upto-1 as plain tuples (`_MSG_COLUMNS` order)."""
+    found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                "AND seq >= :start AND seq < :upto ORDER BY seq", {"cid": cid, "start": start, "upto": upto})
+    return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]) for r in found]
+
+
+def _prefix_message(r: Any, m: dict[str, Any]) -> StoredMessage:
+    """A row of `_MSG_COLUMNS` (read by position: the hot loop of a resent history) with the
+    request's body."""
+    return assembled(StoredMessage, {
+        "id": r[0], "conversation_id": r[1], "seq": r[2], "role": r[3], "message": public_body(m),
+        "token_count": r[4], "chain_hash": r[5], "content_hash": r[6], "pinned": bool(r[7]),
+        "source": r[8], "created_at": r[9]})
 
 
 def _pinned(m: StoredMessage) -> StoredMessage:
@@ -142,12 +180,13 @@ def _only_system(messages: Sequence[dict[str, Any]], upto: int) -> bool:
 
 
 def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-           count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
-    """Identify the conversation, store only new messages; the caller holds the transaction."""
+           count_tokens: Callable[[dict[str, Any]], int],
+           prefix_rows: PrefixRows | None = None) -> IngestResult:
+    """Identify the conversation, store only new messages; the caller holds the transaction.
+    `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py)."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
-    bodies = canonical_bodies(messages)
-    chain = chain_from_bodies(bodies)
+    chain = chain_of(messages)
     match = _match_by_external_id(run, external_id, chain) if external_id else _match_by_chain(run, chain)
     now = time.time()
     conv, keep, forked = match.conversation, match.matched, False
@@ -158,10 +197,11 @@ def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, exter
         keep = 0
     elif conv is None:
         conv = insert_conversation(run, model, external_id, None, now)
-    stored = _stored_prefix(run, conv["id"], messages, keep) if keep else []
+    stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows) if keep else []
+    bodies = canonical_bodies(messages[keep:])  # the content hashes of what is new
     for seq in range(keep, len(messages)):
         stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),
-                                     (chain[seq], body_hash(bodies[seq])), "client", now))
+                                     (chain[seq], body_hash(bodies[seq - keep])), "client", now))
     new_count = len(messages) - keep if keep < len(messages) else 0
     if new_count:
         run("UPDATE conversations SET message_count = :count, updated_at = :now "

@@ -267,6 +267,9 @@ def _summary_source_keys(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE UNIQUE INDEX summaries_source_key ON summaries (conversation_id, source_key)")
 
 
+# Pinned messages are few: a partial index answers "which of this conversation's are pinned" at once.
+_PINNED = "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;"
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -293,6 +296,8 @@ CREATE TABLE step_leases (
 """),
     Migration(5, "a summary of the same sources stored once per conversation (unique source key)",
               _summary_source_keys),
+    Migration(6, "pinned messages indexed (ingest reads a resent history's pins, not its rows)",
+              _PINNED),
 )
 
 

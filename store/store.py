@@ -53,6 +53,7 @@ from store.models import (
     SummaryDraft,
     SummaryRecord,
 )
+from store.prefix_rows import PrefixRows
 
 ANONYMOUS_TENANT = "anonymous"
 
@@ -78,6 +79,7 @@ class Store:
         self.conn: sqlite3.Connection = db.conn
         self.lock = threading.RLock()
         self._secret = tenant_secret
+        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/prefix_rows.py)
 
     @classmethod
     def open(cls, settings: StoreSettings, *, autocheckpoint: bool = True) -> Store:
@@ -195,7 +197,7 @@ class TenantStore:
         """Store a request's history (only what is new); see store/ingest.py for identity rules."""
         with self._tx():
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
-                                     count_tokens=count_tokens)
+                                     count_tokens=count_tokens, prefix_rows=self._store.prefix_rows)
 
     def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage:

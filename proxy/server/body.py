@@ -20,6 +20,7 @@ from proxy import appkeys
 MAX_JSON_DEPTH = 128  # objects/arrays inside each other; a 30-level tool schema is 64 of them
 # A `\uD800`-`\uDFFF` escape: the only way a parsed JSON string can hold a surrogate code point.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_CONTAINERS = (dict, list)
 
 
 async def read_json_object(request: web.Request) -> dict[str, Any]:
@@ -68,7 +69,9 @@ def _depth_exceeds(value: object, limit: int) -> bool:
         children: Iterable[object] = node.values() if isinstance(node, dict) else (
             node if isinstance(node, list) else ())
         for child in children:
-            if isinstance(child, dict | list):
+            if child.__class__ is str:  # most values of a chat body: skipped at once
+                continue
+            if isinstance(child, _CONTAINERS):
                 if depth >= limit:
                     return True
                 stack.append((child, depth + 1))

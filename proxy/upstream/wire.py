@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+
+from store.fastjson import dumps_compact
 
 
 def compact_json(obj: Any) -> bytes:
     """JSON as providers and clients get it from us: UTF-8, no spaces, non-ASCII kept."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    return dumps_compact(obj)
 
 
 def first_message(data: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -147,6 +147,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "a summary of the same sources stored once per conversation (unique source key)",
               _summary_source_keys),
     Migration(5, "words split on anything but letters and digits, as queries are", _WORD_SPLIT),
+    Migration(6, "pinned messages indexed (ingest reads a resent history's pins, not its rows)",
+              "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;\n"),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 

@@ -26,6 +26,7 @@ from store.models import AnchorDraft, IngestResult, SearchHit, SearchQuery
 from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import apply_migrations
+from store.prefix_rows import PrefixRows
 from store.search import validate
 from store.store import TenantStore, tenant_id
 
@@ -44,6 +45,7 @@ class PgStore:
         self.settings = settings
         self._secret = tenant_secret
         self.lock_keys: dict[tuple[str, str], str] = {}  # (tenant, conversation) -> its lock key
+        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/prefix_rows.py)
 
     @classmethod
     def open(cls, settings: StoreSettings) -> PgStore:
@@ -152,7 +154,7 @@ class PgTenantStore(TenantStore):
         chain = chain_from_bodies(canonical_bodies(messages[:2])) if messages else []
         with self._pg.db.transaction(*(self._lock_key(h) for h in chain)):
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
-                                     count_tokens=count_tokens)
+                                     count_tokens=count_tokens, prefix_rows=self._pg.prefix_rows)
 
     def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[AnchorRecord]:
         """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""

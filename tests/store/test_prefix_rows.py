@@ -1,0 +1,79 @@
+"""Ingest with the stored-prefix row cache answers exactly as a fresh read would (store/prefix_rows.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from config.settings import StoreSettings
+from store.identity import chain_hashes
+from store.interface import StoreBackend, TenantAccess
+from store.prefix_rows import PrefixRows
+from store.store import Store
+from tests.store.store_helpers import TokenCounter, history
+
+
+def _resend(alice: TenantAccess, msgs: list[dict[str, Any]], counter: TokenCounter) -> list[tuple[Any, ...]]:
+    result = alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter)
+    return [(m.id, m.seq, m.role, m.token_count, m.chain_hash, m.content_hash, m.pinned, m.source, m.message)
+            for m in result.messages]
+
+
+def test_a_cached_resend_equals_a_fresh_read(store: StoreBackend, alice: TenantAccess,
+                                             counter: TokenCounter) -> None:
+    msgs = history(6)
+    first = _resend(alice, msgs, counter)
+    cached = _resend(alice, msgs, counter)  # rows now come from the cache
+    store.prefix_rows.forget()  # type: ignore[attr-defined]
+    assert cached == first == _resend(alice, msgs, counter)
+    msgs = [*msgs, {"role": "assistant", "content": "done"}, {"role": "user", "content": "next"}]
+    extended = _resend(alice, msgs, counter)
+    assert extended[:len(first)] == first and [r[1] for r in extended] == list(range(len(msgs)))
+
+
+def test_a_pin_made_elsewhere_is_seen(tmp_path: Path, counter: TokenCounter) -> None:
+    """Another process sharing the database pins an old message: the cached row's flag is not trusted."""
+    settings = StoreSettings(path=str(tmp_path / "ctx.db"))
+    one, other = Store.open(settings), Store.open(settings)
+    try:
+        tenant = one.tenant_id_for_key("sk-alice")
+        msgs = history(4)
+        one.for_tenant(tenant).ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter)
+        one.for_tenant(tenant).ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter)
+        pinned = [dict(m) for m in msgs]
+        pinned[1]["pinned"] = True
+        other.for_tenant(tenant).ingest(pinned, model="gpt-4o", external_id=None, count_tokens=counter)
+        again = one.for_tenant(tenant).ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter)
+        assert [m.pinned for m in again.messages] == [i == 1 for i in range(len(msgs))]
+    finally:
+        one.close()
+        other.close()
+
+
+def _rows(cid: str, chain: list[str]) -> tuple[tuple[Any, ...], ...]:
+    return tuple((i, cid, i, "user", 5, h, "c", 0, "client", 0.0) for i, h in enumerate(chain))
+
+
+def test_rows_are_used_only_under_the_requests_chain() -> None:
+    cache = PrefixRows(max_rows=100)
+    chain = chain_hashes([{"role": "user", "content": f"m{i}"} for i in range(5)])
+    cache.keep("conv_a", _rows("conv_a", chain))
+    assert len(cache.leading("conv_a", chain, 5)) == 5
+    assert len(cache.leading("conv_a", [*chain, "later"], 6)) == 5  # only what is cached
+    assert len(cache.leading("conv_a", chain[:3], 3)) == 3
+    other = chain_hashes([{"role": "user", "content": "different"}] * 5)
+    assert cache.leading("conv_a", other, 5) == ()
+    assert cache.leading("conv_b", chain, 5) == ()
+
+
+def test_the_bound_drops_the_least_recently_used() -> None:
+    cache = PrefixRows(max_rows=10)
+    chain = chain_hashes([{"role": "user", "content": f"m{i}"} for i in range(4)])
+    for cid in ("a", "b"):
+        cache.keep(cid, _rows(cid, chain))
+    cache.leading("a", chain, 4)  # a is now the most recently used
+    cache.keep("c", _rows("c", chain))
+    assert cache.held <= 10
+    assert cache.leading("b", chain, 4) == () and len(cache.leading("a", chain, 4)) == 4
+    cache.keep("huge", _rows("huge", chain_hashes([{"role": "user", "content": "x"}] * 11)))
+    assert cache.leading("huge", chain, 4) == () and cache.held <= 10

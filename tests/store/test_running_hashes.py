@@ -1,0 +1,60 @@
+"""Memoised running hashes equal the direct computation, whatever was memoised before (bounded)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.engine import prefix_hashes
+from store.fastjson import dumps_sorted
+from store.identity import chain_hashes, chain_of
+from store.running_hashes import RunningHashes
+
+CONTENT = st.one_of(st.text(max_size=8), st.none(), st.integers(), st.floats(allow_nan=False),
+                    st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=5)}),
+                             max_size=2))
+MESSAGES = st.lists(st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"]), "content": CONTENT},
+    optional={"refusal": st.none(), "name": st.text(max_size=3), "pinned": st.booleans()}), max_size=6)
+
+
+def _forwarded_direct(messages: list[dict[str, Any]]) -> tuple[str, ...]:
+    out, previous = [], ""
+    for m in messages:
+        previous = hashlib.sha256(previous.encode() + dumps_sorted(m)).hexdigest()
+        out.append(previous)
+    return tuple(out)
+
+
+@settings(max_examples=200)
+@given(st.lists(MESSAGES, min_size=1, max_size=4))
+def test_memoised_equals_direct(histories: list[list[dict[str, Any]]]) -> None:
+    for history in histories:  # each one may reuse what the previous ones memoised
+        for upto in (len(history) // 2, len(history)):
+            assert chain_of(history[:upto]) == chain_hashes(history[:upto])
+            assert prefix_hashes(tuple(history[:upto])) == _forwarded_direct(history[:upto])
+
+
+def test_the_memo_is_used_and_bounded() -> None:
+    steps: list[str] = []
+
+    def step(previous: str, m: dict[str, Any]) -> str:
+        steps.append(m["content"])
+        return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
+
+    memo = RunningHashes(step, max_bytes=2_000)
+    history = [{"role": "user", "content": f"message {i}"} for i in range(5)]
+    first = memo.over(history)
+    assert memo.over(history) == first and len(steps) == 5  # the resend is looked up
+    memo.over([*history, {"role": "user", "content": "new"}])
+    assert steps[-1] == "new" and len(steps) == 6
+    for i in range(100):
+        memo.over([{"role": "user", "content": f"other {i}" * 10}])
+    assert memo.held_bytes <= 2_000
+    floats = [{"role": "user", "content": "x", "weight": 0.5}]
+    memo.over(floats)
+    memo.over(floats)
+    assert steps[-2:] == ["x", "x"]  # a float is never memoised, always computed
