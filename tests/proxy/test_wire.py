@@ -40,7 +40,7 @@ class OnlySearch:
     async def execute(self, name: str, arguments: str) -> str:
         return "{}"
 
-    def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
+    async def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
         return None
 
 
