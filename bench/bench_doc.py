@@ -44,6 +44,21 @@ def _throughput(t: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _resend(r: dict[str, Any] | None) -> list[str]:
+    if r is None:
+        return []
+    d, c, a, t = r["direct"], r["ctxproxy"], r["added"], r["targets"]
+    return ["", f"### Resent {r['tokens'] // 1000}k-token history (agent loop, loopback)", "",
+            "One conversation: each request resends the whole history plus the previous reply and a new "
+            "user message (the store already holds the history; nothing is compacted). The same body goes "
+            f"to the fake upstream directly and through ctxproxy, alternately, {r['requests']} times each.",
+            "", "| target | p50 ms | p99 ms |", "|---|---:|---:|",
+            f"| direct | {d['p50_ms']:.2f} | {d['p99_ms']:.2f} |",
+            f"| ctxproxy | {c['p50_ms']:.2f} | {c['p99_ms']:.2f} |", "",
+            f"- **added by ctxproxy: p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms** (targets <= "
+            f"{t['p50_ms']:g} / <= {t['p99_ms']:g} ms: {'met' if r['met'] else 'NOT met'})"]
+
+
 def _cpu(c: dict[str, Any], chart_rel: str) -> list[str]:
     lines = ["", "### Per-request CPU vs history size", "",
              "Agent loop: each request resends the whole history plus the previous reply and a new user "
@@ -118,7 +133,7 @@ def section(result: dict[str, Any], chart_rel: str) -> str:
             f"Machine: {meta['cpus']} CPUs ({meta['machine']}), Python {meta['python']}. "
             f"Run time {meta['total_s']} s ({steps}). Raw figures: `bench/out/bench.json`. "
             "LiteLLM's proxy comes from `.venv-litellm-proxy` (`make bench-deps`, run by `make bench`).", ""]
-    body = (_throughput(result["throughput"]) + _cpu(result["cpu"], chart_rel)
+    body = (_throughput(result["throughput"]) + _resend(result.get("resend")) + _cpu(result["cpu"], chart_rel)
             + _memory_search(result["memory"], result["search"]) + _store(result.get("store")))
     return "\n".join([*head, *body, END])
 

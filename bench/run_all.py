@@ -1,7 +1,8 @@
 """`make bench`: every benchmark in one run, their tables, a summary of ratios, JSON and docs.
 
-Runs proxy overhead (direct vs ctxproxy vs LiteLLM proxy), per-request CPU vs history size, memory
-over 20k requests (RssAnon and RssFile apart) and search over 100k messages; writes
+Runs proxy overhead (direct vs ctxproxy vs LiteLLM proxy), the added latency of a resent 100k-token
+history beside the direct call, per-request CPU vs history size, memory over 20k requests (RssAnon
+and RssFile apart) and search over 100k messages; writes
 bench/out/bench.json, the CPU chart under docs/img/ and the bench section of docs/results.md
 (between the bench markers; the eval section is left alone).
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cpu_scaling, memory, scale_out, search_bench, search_pg, store_soak, throughput
+from bench import cpu_scaling, memory, resend, scale_out, search_bench, search_pg, store_soak, throughput
 from bench.common import REPO, fmt_ratio
 
 OUT = REPO / "bench" / "out" / "bench.json"
@@ -31,10 +32,12 @@ CHART = REPO / "docs" / "img" / "bench_cpu_scaling.png"
 def plans(quick: bool) -> dict[str, Any]:
     """Iteration counts: the full run, or a quick one (minutes -> seconds) for trying things out."""
     if not quick:
-        return {"throughput": throughput.Counts(), "cpu": cpu_scaling.Plan(), "memory": memory.Plan(),
+        return {"throughput": throughput.Counts(), "resend": resend.Plan(), "cpu": cpu_scaling.Plan(),
+                "memory": memory.Plan(),
                 "search": (100_000, 300), "store": store_soak.Plan(), "scale_out": 2_000,
                 "search_pg": (100_000, 300)}
     return {"throughput": throughput.Counts(n=50, n32=200, ttfb=30, warmup=5),
+            "resend": resend.Plan(n=50, warmup=5),
             "cpu": cpu_scaling.Plan(sizes=(1_000, 10_000, 50_000), min_requests=3, max_requests=6,
                                     min_cpu_s=0.05, warmup=2),
             "memory": memory.Plan(requests=600, warmup=100, conversations=100, sample_every=200),
@@ -61,6 +64,8 @@ def run(quick: bool = False, with_litellm: bool = True, plan: dict[str, Any] | N
     results = {
         "throughput": timed_step("proxy overhead", lambda: asyncio.run(
             throughput.run(p["throughput"], with_litellm)), throughput.table, seconds),
+        "resend": timed_step("resent 100k-token history", lambda: asyncio.run(resend.run(p["resend"])),
+                             resend.table, seconds),
         "cpu": timed_step("cpu vs history size", lambda: asyncio.run(cpu_scaling.run(p["cpu"])),
                           cpu_scaling.table, seconds),
         "memory": timed_step("memory", lambda: asyncio.run(memory.run(p["memory"])), memory.table, seconds),
@@ -90,6 +95,8 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     direct, ctx = t["targets"]["direct"], t["targets"]["ctxproxy"]
     out: dict[str, Any] = {
         "ctxproxy_added_p50_ms": t["added"]["ctxproxy"]["p50_ms"],
+        "resend_100k_added_p50_ms": r["resend"]["added"]["p50_ms"],
+        "resend_100k_added_p99_ms": r["resend"]["added"]["p99_ms"],
         "ctxproxy_vs_litellm_added_p50": t["ctxproxy_vs_litellm_added_p50"],
         "ctxproxy_rps_c32_vs_direct": ctx["rps_c32"] / direct["rps_c32"] if direct["rps_c32"] else None,
         "memory_growth_mb_per_1k": mem["growth_mb_per_1k"],
@@ -118,6 +125,7 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"ctxproxy vs LiteLLM proxy: added p50 {fmt_ratio(s['ctxproxy_vs_litellm_added_p50'])} "
                      f"(target <= {throughput.TARGET_RATIO:g}x: {verdict}), rps at c32 "
                      f"{fmt_ratio(s['ctxproxy_vs_litellm_rps_c32'])}")
+    lines.append(_resend_line(r["resend"]))
     for name, f in r["cpu"]["fit"].items():
         lines.append(f"cpu [{name}]: {f['fixed_ms']:.2f} ms + {f['us_per_1k_tokens']:.1f} µs per 1k history "
                      f"tokens; µs/1k at the largest size = "
@@ -129,6 +137,13 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
                  f"{s['bytes_per_stored_message']:.0f} bytes per stored message")
     return lines + _scale_out_lines(r)
+
+
+def _resend_line(r: dict[str, Any]) -> str:
+    a, t = r["added"], r["targets"]
+    return (f"resent {r['tokens'] // 1000}k-token history: added p50 {a['p50_ms']:.2f} ms, p99 "
+            f"{a['p99_ms']:.2f} ms beside the direct call (targets <= {t['p50_ms']:g} / <= {t['p99_ms']:g} "
+            f"ms: {'met' if r['met'] else 'NOT met'})")
 
 
 def _scale_out_lines(r: dict[str, Any]) -> list[str]:

@@ -18,7 +18,7 @@ import secrets
 import socket
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,7 +43,7 @@ from config.settings import Settings
 from store.fastjson import dumps_sorted
 from store.interface import StoreBackend, TenantAccess
 from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
-from store.running_hashes import RunningHashes
+from store.running_hashes import RunningHashes, exact_json, exact_keys
 
 log = structlog.get_logger(__name__)
 # A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,
@@ -87,9 +87,11 @@ class Engine:
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
-        messages = validate_messages(list(turn.messages))
+        received = list(turn.messages)
+        keys = exact_keys(received)  # encoded once: validation, identity and forwarded hashes share it
+        messages = validate_messages(received, keys)
         counter = await TokenCounter.for_model_async(turn.model)
-        ctx = self._context(turn, messages, await precounted(counter, messages))
+        ctx = self._context(turn, messages, keys, await precounted(counter, messages))
         outcome = await self._fit(ctx)
         forwarded = outcome.plan.messages
         validate_outgoing(forwarded, messages)  # a failure here is a ctxproxy bug: let it raise
@@ -136,19 +138,19 @@ class Engine:
 
     # -- request path ---------------------------------------------------------------------------
 
-    def _context(self, turn: ChatTurn, messages: list[dict[str, Any]],
+    def _context(self, turn: ChatTurn, messages: list[dict[str, Any]], keys: list[bytes | None],
                  counts: Callable[[dict[str, Any]], int]) -> RequestContext:
         counter = TokenCounter.for_model(turn.model)  # loaded by prepare, off the loop
         client_tools = counter.count_tools(turn.tools)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, client_tools))
         tenant = self.store.for_tenant(turn.tenant_id)
         ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
-                               count_tokens=counts)
+                               count_tokens=counts, keys=keys)
         if ingest.forked and turn.settings.enabled:
             forks.adopt_parent_summaries(tenant, ingest)
         ingest = replace(ingest, messages=recounted(ingest.conversation.model, ingest.messages, counter))
         return RequestContext(turn, messages, ingest, counter, budget, tenant, self.settings.recall,
-                              client_tools)
+                              client_tools, keys)
 
     async def _fit(self, ctx: RequestContext) -> _Outcome:
         wv = self._load(ctx)
@@ -221,7 +223,9 @@ class Engine:
             # Budgeted for, but not sent this turn (nothing hidden): count only what is forwarded.
             plan = replace(plan, tools_tokens=ctx.client_tools_tokens)
         occupancy = plan.occupancy
-        rec = ForwardedRecord(ctx.conversation_id, prefix_hashes(plan.messages), ctx.tokens_received,
+        rec = ForwardedRecord(ctx.conversation_id,
+                              prefix_hashes(plan.messages, ctx.key_by_id, ctx.conversation_id),
+                              ctx.tokens_received,
                               plan.tokens, ctx.budget.total, occupancy.as_dict(), compacted,
                               out.view_version)
         return replace(prepared, tokens_forwarded=plan.tokens, occupancy=occupancy,
@@ -362,10 +366,15 @@ def recounted(stored_model: str, messages: Sequence[StoredMessage],
                  for m in messages)
 
 
-def prefix_hashes(messages: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
+def prefix_hashes(messages: tuple[dict[str, Any], ...], known: Mapping[int, bytes | None] | None = None,
+                  conversation_id: str | None = None) -> tuple[str, ...]:
     """Running sha256 per forwarded message: equal prefixes give equal leading hashes (memoised per
-    message: a resent history's forwarded list is mostly the previous one's)."""
-    return tuple(_FORWARDED.over(messages))
+    message: a resent history's forwarded list is mostly the previous one's, the conversation's last
+    one is compared first). `known`: the exact JSON of messages already encoded this request, by
+    `id()` (objects the caller keeps alive meanwhile)."""
+    known = known or {}
+    keys = [known[id(m)] if id(m) in known else exact_json(m) for m in messages]
+    return tuple(_FORWARDED.over(messages, keys=keys, run=conversation_id))
 
 
 def _forwarded_step(previous: str, message: dict[str, Any]) -> str:

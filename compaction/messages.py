@@ -6,7 +6,9 @@ renders them as OpenAI-shaped 400s. `pinned` is ctxproxy's own field and never l
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from config.errors import InvalidRequestError
@@ -22,20 +24,72 @@ _PART_TYPES_BY_ROLE: dict[str, set[str]] = {
     "system": _TEXT_PART_TYPES, "developer": _TEXT_PART_TYPES, "tool": _TEXT_PART_TYPES,
     "function": _TEXT_PART_TYPES, "user": _USER_PART_TYPES, "assistant": {"text", "refusal"},
 }
+_NO_CALLS: frozenset[str] = frozenset()
+MAX_VALID_BYTES = 8 * 1024 * 1024  # exact JSON of valid messages remembered (about 20 long histories)
+
+
+class ValidMessages:
+    """Exact JSON (store/running_hashes.py `exact_keys`) of messages that passed `_validate_message`,
+    bounded in bytes, least recently used first out; thread-safe. A message's own checks depend on
+    nothing but its bytes, so a resent message found here passes them again without being walked."""
+
+    def __init__(self, max_bytes: int = MAX_VALID_BYTES) -> None:
+        self._keys: OrderedDict[bytes, None] = OrderedDict()
+        self._bytes = 0
+        self._max = max_bytes
+        self._lock = threading.Lock()
+
+    def known(self, keys: Sequence[bytes | None]) -> list[bool]:
+        """Whether each key was seen valid (None, a message outside JSON's own types: never)."""
+        with self._lock:
+            found = [key is not None and key in self._keys for key in keys]
+            for key, hit in zip(keys, found, strict=True):
+                if hit:
+                    self._keys.move_to_end(key)  # type: ignore[arg-type]
+        return found
+
+    def remember(self, keys: Sequence[bytes]) -> None:
+        with self._lock:
+            for key in keys:
+                if key not in self._keys:
+                    self._keys[key] = None
+                    self._bytes += len(key)
+            while self._bytes > self._max and self._keys:
+                old, _ = self._keys.popitem(last=False)
+                self._bytes -= len(old)
+
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+VALID = ValidMessages()
 
 
 def _fail(path: str, message: str) -> InvalidRequestError:
     return InvalidRequestError(f"Invalid {path}: {message}", param=path, code="invalid_value")
 
 
-def validate_messages(raw: Any) -> list[dict[str, Any]]:
-    """Check a request's `messages` and return them (same objects) or raise InvalidRequestError."""
+def validate_messages(raw: Any, keys: Sequence[bytes | None] | None = None,
+                      memo: ValidMessages = VALID) -> list[dict[str, Any]]:
+    """Check a request's `messages` and return them (same objects) or raise InvalidRequestError.
+
+    `keys`: each message's exact JSON (`exact_keys`); a message `memo` knows valid is not walked
+    again, and each one that passes is remembered. The list's own check (tool results answering
+    calls) runs every time."""
     if not isinstance(raw, list):
         raise _fail("messages", f"expected an array of message objects, got {_type_name(raw)}")
     if not raw:
         raise _fail("messages", "must contain at least one message")
-    for index, message in enumerate(raw):
-        _validate_message(message, f"messages[{index}]")
+    known = memo.known(keys) if keys is not None else [False] * len(raw)
+    unseen = [index for index, seen in enumerate(known) if not seen]
+    for index in unseen:
+        _validate_message(raw[index], f"messages[{index}]")
+    if keys is not None:
+        memo.remember([key for key in (keys[index] for index in unseen) if key is not None])
     _refuse_orphan_results(raw)
     return raw
 
@@ -43,7 +97,7 @@ def validate_messages(raw: Any) -> list[dict[str, Any]]:
 def _refuse_orphan_results(messages: list[dict[str, Any]]) -> None:
     """A tool result must answer a call of the assistant message its round starts with (as OpenAI
     requires): an orphan is refused, never forwarded nor repaired behind the client's back."""
-    expected: set[str] = set()
+    expected: frozenset[str] | set[str] = _NO_CALLS
     for index, message in enumerate(messages):
         role = message.get("role")
         if role == "tool":
@@ -52,9 +106,10 @@ def _refuse_orphan_results(messages: list[dict[str, Any]]) -> None:
                             f"no preceding assistant tool call has the id {message['tool_call_id']!r} "
                             "(a tool message must follow the assistant message that made the call)")
         elif role == "assistant":
-            expected = {c["id"] for c in message.get("tool_calls") or ()}
+            calls = message.get("tool_calls")
+            expected = {c["id"] for c in calls} if calls else _NO_CALLS
         elif role != "function":
-            expected = set()
+            expected = _NO_CALLS
 
 
 def _type_name(value: Any) -> str:
@@ -138,6 +193,14 @@ def _validate_tool_call(call: Any, path: str) -> None:
     if not isinstance(fn.get("arguments"), str):
         raise _fail(f"{path}.function.arguments",
                     f"must be a JSON-encoded string, got {_type_name(fn.get('arguments'))}")
+
+
+def private_positions(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indexes of the messages carrying one of ctxproxy's own fields (one pass per field)."""
+    found: set[int] = set()
+    for name in PRIVATE_FIELDS:
+        found.update(i for i, m in enumerate(messages) if name in m)
+    return sorted(found)
 
 
 def strip_private_fields(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -62,10 +62,11 @@ class Plan:
     def summary_ids(self) -> tuple[str, ...]:
         return tuple(s.ref for s in self.slots if s.category == "summaries")
 
-    @property
+    @cached_property
     def occupancy(self) -> Occupancy:
-        by = {c: sum(s.tokens for s in self.slots if s.category == c)
-              for c in ("system", "anchors", "summaries", "fresh_tail")}
+        by = dict.fromkeys(("system", "anchors", "summaries", "fresh_tail"), 0)
+        for s in self.slots:  # one pass
+            by[s.category] += s.tokens
         return Occupancy(system=by["system"] + REPLY_PRIMING, anchors=by["anchors"],
                          summaries=by["summaries"], fresh_tail=by["fresh_tail"],
                          tools=self.tools_tokens, budget=self.budget)
@@ -133,16 +134,26 @@ def _interleave(system: Sequence[SystemMessage], sys_slots: list[Slot],
     return out
 
 
-def raw_entries(messages: Sequence[tuple[dict[str, Any], int, int, int, bool]],
-                first_group: int = 0) -> list[Entry]:
+RawRow = tuple[dict[str, Any], int, int, int, bool]  # (message, seq, message_id, tokens, pinned)
+
+
+def raw_entries(messages: Sequence[RawRow], first_group: int = 0) -> list[Entry]:
     """Entries for a contiguous run of raw (seq, ...) messages, grouped atomically.
 
     Each item is (message, seq, message_id, tokens, pinned); system/developer messages are skipped.
     Group keys start at `first_group` and are unique within the run.
     """
-    dicts = [m[0] for m in messages]
+    return grouped_entries(messages, first_group)[0]
+
+
+def grouped_entries(messages: Sequence[RawRow],
+                    first_group: int = 0) -> tuple[list[Entry], list[tuple[int, int]]]:
+    """`raw_entries`, and for each group (system messages' groups included: the keys count them)
+    the index in `messages` where it starts and how many entries come before it."""
     out: list[Entry] = []
-    for ordinal, group in enumerate(group_messages(dicts)):
+    bounds: list[tuple[int, int]] = []
+    for ordinal, group in enumerate(group_messages([m[0] for m in messages])):
+        bounds.append((group.start, len(out)))
         for message, seq, message_id, tokens, pinned in messages[group.start:group.end]:
             role = str(message.get("role"))
             if role in SYSTEM_ROLES:
@@ -151,7 +162,7 @@ def raw_entries(messages: Sequence[tuple[dict[str, Any], int, int, int, bool]],
                 "kind": "message", "ref": str(seq), "tokens": tokens, "role": role,
                 "group": first_group + ordinal, "seq": seq, "depth": -1, "pinned": pinned,
                 "message_id": message_id, "elided": None}))
-    return out
+    return out, bounds
 
 
 def with_tokens(entry: Entry, tokens: int) -> Entry:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.errors import CtxProxyError
+from store.models import assembled
 
 RESULT_ROLES = frozenset({"tool", "function"})
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -52,26 +53,28 @@ def _result_id(message: Mapping[str, Any]) -> str:
 
 
 def makes_calls(message: Mapping[str, Any]) -> bool:
-    return message.get("role") == "assistant" and bool(call_ids(message))
+    if message.get("role") != "assistant":
+        return False
+    if not message.get("tool_calls") and message.get("function_call") is None:
+        return False  # call_ids would be empty: skip building it (most assistant messages)
+    return bool(call_ids(message))
 
 
 def group_messages(messages: Sequence[Mapping[str, Any]]) -> list[Group]:
     """Split `messages` into atomic groups, in order, covering every index exactly once."""
     groups: list[Group] = []
-    i = 0
-    while i < len(messages):
+    i, n = 0, len(messages)
+    while i < n:
         msg = messages[i]
-        role = str(msg.get("role"))
         end = i + 1
         if makes_calls(msg):
-            while end < len(messages) and messages[end].get("role") in RESULT_ROLES:
+            while end < n and messages[end].get("role") in RESULT_ROLES:
                 end += 1
             kind = "tool_round"
-        elif role in RESULT_ROLES:
-            kind = "orphan_result"
         else:
-            kind = "system" if role in SYSTEM_ROLES else role
-        groups.append(Group(i, end, kind))
+            role = str(msg.get("role"))
+            kind = "orphan_result" if role in RESULT_ROLES else "system" if role in SYSTEM_ROLES else role
+        groups.append(assembled(Group, {"start": i, "end": end, "kind": kind}))  # Group(i, end, kind)
         i = end
     return groups
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from compaction.anchors import render_anchor_block
 from compaction.budget import Budget
 from compaction.elision import RecallNames
-from compaction.messages import strip_private_fields
+from compaction.messages import private_positions, strip_private_fields
 from compaction.planner import REPLY_PRIMING, Plan, SystemMessage, build_plan
 from compaction.prompts import render_summary_message
 from compaction.selection import Entry
@@ -34,12 +35,21 @@ class RequestContext:
     tenant: TenantAccess
     recall: RecallSettings
     client_tools_tokens: int
-    body: dict[int, dict[str, Any]] = field(default_factory=dict)
+    keys: Sequence[bytes | None] = ()  # the messages' exact JSON (store/running_hashes.py exact_keys)
+    body: dict[int, dict[str, Any]] = field(default_factory=dict)  # by seq: what is forwarded raw
+    key_by_id: dict[int, bytes | None] = field(default_factory=dict)  # a body's exact JSON, by id()
     anchor_tokens: dict[tuple[int, ...], int] = field(default_factory=dict)  # by anchor snapshot
 
     def __post_init__(self) -> None:
-        for stored, raw in zip(self.ingest.messages, self.messages, strict=False):
-            self.body[stored.seq] = strip_private_fields(raw)
+        """A message without ctxproxy's own fields is forwarded as received (no copy: nothing
+        mutates it), so its exact JSON is known; one with `pinned` is forwarded without it."""
+        seqs = [m.seq for m in self.ingest.messages]
+        self.body.update(zip(seqs, self.messages, strict=False))
+        if len(self.keys) == len(self.messages):
+            self.key_by_id.update(zip(map(id, self.messages), self.keys, strict=True))
+        for i in private_positions(self.messages[:len(seqs)]):
+            self.body[seqs[i]] = strip_private_fields(self.messages[i])
+            self.key_by_id.pop(id(self.messages[i]), None)
 
     @property
     def conversation_id(self) -> str:
@@ -49,7 +59,7 @@ class RequestContext:
     def last_seq(self) -> int:
         return max((m.seq for m in self.ingest.messages), default=-1)
 
-    @property
+    @cached_property
     def tokens_received(self) -> int:
         return REPLY_PRIMING + sum(m.token_count for m in self.ingest.messages) + self.client_tools_tokens
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compaction.planner import raw_entries
+from compaction.raw_runs import RAW_RUNS
 from compaction.selection import Entry
 from compaction.toolpairs import SYSTEM_ROLES
 from store.interface import TenantAccess
@@ -134,8 +134,7 @@ def build_entries(items: Sequence[StoredMessage | SummaryRecord], render: Render
 
     def flush() -> None:
         nonlocal next_group, run
-        rows = [(m.message, m.seq, m.id, m.token_count, m.pinned) for m in run]
-        made = raw_entries(rows, next_group)
+        made = RAW_RUNS.entries(run, next_group)  # raw_entries of the run's rows, memoised
         if elided:  # only in-place elisions change an entry
             made = [replace(e, elided=elided[e.seq]) if e.seq in elided else e for e in made]
         out.extend(made)

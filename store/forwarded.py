@@ -9,16 +9,23 @@ Backend-agnostic: any store can keep the tip as one blob per conversation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 
 TIP_HASH_BYTES = 8  # a truncated digest per message: collisions only blur a statistic
+DIGESTS_KEPT = 16_384  # tip entries memoised (the running hash strings are the memo's own)
 
 
 def pack(prefix_hashes: Sequence[str]) -> bytes:
     """The tip of one request: a short digest of each message's running hash, concatenated."""
-    return b"".join(hashlib.blake2b(h.encode(), digest_size=TIP_HASH_BYTES).digest()
-                    for h in prefix_hashes)
+    return b"".join(map(_digest, prefix_hashes))
+
+
+@functools.lru_cache(maxsize=DIGESTS_KEPT)
+def _digest(running_hash: str) -> bytes:
+    """A tip entry; memoised (bounded): a resend's running hashes are mostly the previous request's."""
+    return hashlib.blake2b(running_hash.encode(), digest_size=TIP_HASH_BYTES).digest()
 
 
 def compare(previous: bytes | None, current: bytes) -> tuple[int, bool | None]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from store.fastjson import canonical_ascii
-from store.running_hashes import RunningHashes
+from store.running_hashes import RunningHashes, exact_keys
 
 # `function_call` (legacy function calling) is kept beside the contract's fields: two different legacy
 # calls must not hash alike. It is dropped like any other key when null.
@@ -127,6 +127,9 @@ def _chain_step(previous: str, m: dict[str, Any]) -> str:
 CHAINS = RunningHashes(_chain_step)
 
 
-def chain_of(msgs: Sequence[dict[str, Any]]) -> list[str]:
-    """`chain_hashes(msgs)`, memoised per message (store/running_hashes.py)."""
-    return CHAINS.over(msgs)
+def chain_of(msgs: Sequence[dict[str, Any]], keys: Sequence[bytes | None] | None = None) -> list[str]:
+    """`chain_hashes(msgs)`, memoised per message (store/running_hashes.py); `keys`: the messages'
+    exact JSON when the caller has it already. The run is the first message: a resend of the last
+    history starting with it shares that history's hashes up to where the two differ."""
+    keys = exact_keys(msgs) if keys is None else keys
+    return CHAINS.over(msgs, keys=keys, run=keys[0] if keys else None)

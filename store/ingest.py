@@ -23,7 +23,8 @@ from store import rows
 from store.content import message_text
 from store.identity import body_hash, canonical_bodies, chain_of
 from store.models import Conversation, IngestResult, StoredMessage, assembled
-from store.prefix_rows import PrefixRows, Row
+from store.prefix_rows import NOTHING_MADE, Made, PrefixRows, Row
+from store.running_hashes import exact_keys
 
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
                 "created_at")
@@ -130,9 +131,11 @@ def insert_message(run: Runner, cid: str, seq: int, m: dict[str, Any], token_cou
 
 
 def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], upto: int,
-                   chain: Sequence[str], cache: PrefixRows | None) -> list[StoredMessage]:
+                   chain: Sequence[str], cache: PrefixRows | None,
+                   keys: Sequence[bytes | None]) -> list[StoredMessage]:
     """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation).
-    Rows `cache` holds for them are not read again; their `pinned` flags always are."""
+    Rows `cache` holds for them are not read again; their `pinned` flags always are. A record made
+    last time from a message with the same exact JSON (`keys`) over the same row is reused."""
     cached = cache.leading(cid, chain, upto) if cache is not None else ()
     found = _read_rows(run, cid, len(cached), upto) if len(cached) < upto else []
     if cached:
@@ -143,9 +146,12 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], up
                 for r in cached] + found
     else:
         prefix = found
+    made = cache.made(cid) if cache is not None else NOTHING_MADE
+    out = list(made.leading(prefix, keys))
+    out += [made.reusable(r[2], r, keys[r[2]]) or _prefix_message(r, messages[r[2]])
+            for r in prefix[len(out):]]
     if cache is not None:
-        cache.keep(cid, tuple(prefix))
-    out = [_prefix_message(r, messages[r[2]]) for r in prefix]
+        cache.keep(cid, tuple(prefix), Made(tuple(prefix), tuple(keys[:len(out)]), tuple(out)))
     newly_pinned = [s.id for s, r in zip(out, prefix, strict=True)
                     if messages[r[2]].get("pinned") and not r[7]]
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later
@@ -180,13 +186,15 @@ def _only_system(messages: Sequence[dict[str, Any]], upto: int) -> bool:
 
 
 def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-           count_tokens: Callable[[dict[str, Any]], int],
-           prefix_rows: PrefixRows | None = None) -> IngestResult:
+           count_tokens: Callable[[dict[str, Any]], int], prefix_rows: PrefixRows | None = None,
+           keys: Sequence[bytes | None] | None = None) -> IngestResult:
     """Identify the conversation, store only new messages; the caller holds the transaction.
-    `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py)."""
+    `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py); `keys`:
+    the messages' `exact_keys` when the caller has them (store/running_hashes.py)."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
-    chain = chain_of(messages)
+    keys = exact_keys(messages) if keys is None else keys
+    chain = chain_of(messages, keys)
     match = _match_by_external_id(run, external_id, chain) if external_id else _match_by_chain(run, chain)
     now = time.time()
     conv, keep, forked = match.conversation, match.matched, False
@@ -197,7 +205,7 @@ def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, exter
         keep = 0
     elif conv is None:
         conv = insert_conversation(run, model, external_id, None, now)
-    stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows) if keep else []
+    stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows, keys) if keep else []
     bodies = canonical_bodies(messages[keep:])  # the content hashes of what is new
     for seq in range(keep, len(messages)):
         stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),

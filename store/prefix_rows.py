@@ -1,10 +1,16 @@
-"""Stored-prefix rows recently read, per conversation, bounded (LRU by rows held).
+"""Stored-prefix rows recently read, per conversation, bounded (LRU by rows and by bytes held).
 
 A client resends its whole history each turn, so ingest read every stored row of it each time
 (most of a 100k-token resend's store time). A conversation's message rows never change once written
 but for `pinned` (set, never cleared), which ingest reads from the database each time; so a row read
 once is as good as a row read again. Only rows read from the database (committed) are kept, never
 rows being written, and a cached run is used only when the request's own chain hash confirms it.
+
+Beside the rows, the StoredMessages ingest made of them last time, each with the exact JSON of the
+request message its body came from (store/running_hashes.py `exact_keys`): a resent message with the
+same exact JSON over the same row (its `pinned` flag included) is that same record, so it is reused
+instead of being built again. A record's body is never handed to a provider (the engine forwards the
+request's own dicts), only read.
 """
 
 from __future__ import annotations
@@ -12,29 +18,71 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
+from store.models import StoredMessage
+
 Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
-MAX_ROWS = 16_384  # about 7 MiB at most: some 50 resent 100k-token histories
-_SEQ, _CHAIN = 2, 5
+MAX_ROWS = 16_384  # about 7 MiB of rows at most: some 50 resent 100k-token histories
+MAX_MADE_BYTES = 16 * 1024 * 1024  # exact JSON behind the records kept (records ~ twice that)
+_ID, _SEQ, _CHAIN, _PINNED = 0, 2, 5, 7
+
+
+@dataclass(frozen=True)
+class Made:
+    """The records ingest made of a conversation's leading rows, and the request keys they came from."""
+
+    rows: tuple[Row, ...]  # what the records were made of
+    keys: tuple[bytes | None, ...]
+    messages: tuple[StoredMessage, ...]
+
+    @cached_property
+    def size(self) -> int:
+        """Bytes of exact JSON behind the records (what the byte bound counts)."""
+        return sum(len(k) for k in self.keys if k is not None)
+
+    def leading(self, rows: Sequence[Row], keys: Sequence[bytes | None]) -> tuple[StoredMessage, ...]:
+        """The records of the leading `rows` in one go, when they are the very rows the records were
+        made of (no flag changed since) and the request's exact JSON is the same for each; () else."""
+        n = min(len(self.messages), len(rows))
+        same_keys = self.keys[:n] == tuple(keys[:n]) and None not in self.keys[:n]
+        return self.messages[:n] if n and same_keys and self.rows[:n] == tuple(rows[:n]) else ()
+
+    def reusable(self, seq: int, row: Row, key: bytes | None) -> StoredMessage | None:
+        """The record of `row` made from a message with exact JSON `key`, if one is held."""
+        if key is None or seq >= len(self.keys) or self.keys[seq] != key:
+            return None
+        made = self.messages[seq]
+        return made if made.id == row[_ID] and made.pinned == bool(row[_PINNED]) else None
+
+
+NOTHING_MADE = Made((), (), ())
+
+
+@dataclass(frozen=True)
+class _Held:
+    rows: tuple[Row, ...]
+    made: Made
 
 
 class PrefixRows:
-    """Leading message rows of recently ingested conversations; thread-safe."""
+    """Leading message rows of recently ingested conversations (and their records); thread-safe."""
 
-    def __init__(self, max_rows: int = MAX_ROWS) -> None:
-        self._rows: OrderedDict[str, tuple[Row, ...]] = OrderedDict()
-        self._held = 0
+    def __init__(self, max_rows: int = MAX_ROWS, max_made_bytes: int = MAX_MADE_BYTES) -> None:
+        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._rows = 0
+        self._bytes = 0
         self._max = max_rows
+        self._max_bytes = max_made_bytes
         self._lock = threading.Lock()
 
     def leading(self, conversation_id: str, chain: Sequence[str], upto: int) -> tuple[Row, ...]:
         """The cached rows of seq 0..n-1 (n <= upto) when row n-1 carries the request's chain hash
         there (the chain then vouches for every row before it); () otherwise."""
-        with self._lock:
-            rows = self._rows.get(conversation_id)
-            if rows is not None:
-                self._rows.move_to_end(conversation_id)
+        held = self._touch(conversation_id)
+        rows = held.rows if held is not None else ()
         if not rows:
             return ()
         n = min(len(rows), upto, len(chain))
@@ -42,26 +90,49 @@ class PrefixRows:
             return rows[:n]
         return ()
 
-    def keep(self, conversation_id: str, rows: tuple[Row, ...]) -> None:
-        """Remember the rows seq 0..len-1 of a conversation as read; the oldest go past the bound."""
+    def made(self, conversation_id: str) -> Made:
+        """The records kept with the conversation's rows (`Made.reusable` checks each one)."""
+        held = self._touch(conversation_id)
+        return held.made if held is not None else NOTHING_MADE
+
+    def keep(self, conversation_id: str, rows: tuple[Row, ...], made: Made = NOTHING_MADE) -> None:
+        """Remember the rows seq 0..len-1 of a conversation as read (and the records made of them);
+        the least recently used go past the bounds."""
         with self._lock:
-            old = self._rows.pop(conversation_id, None)
-            self._held -= len(old) if old is not None else 0
+            self._drop(conversation_id)
             if not rows or len(rows) > self._max:
                 return
-            self._rows[conversation_id] = rows
-            self._held += len(rows)
-            while self._held > self._max:
-                _, dropped = self._rows.popitem(last=False)
-                self._held -= len(dropped)
+            if made.size > self._max_bytes:
+                made = NOTHING_MADE
+            self._held[conversation_id] = _Held(rows, made)
+            self._rows += len(rows)
+            self._bytes += made.size
+            while self._rows > self._max or self._bytes > self._max_bytes:
+                self._drop(next(iter(self._held)))
 
     def forget(self, conversation_ids: Sequence[str] | None = None) -> None:
         """Drop some conversations' rows (deleted), or all of them."""
         with self._lock:
-            for cid in list(self._rows) if conversation_ids is None else conversation_ids:
-                old = self._rows.pop(cid, None)
-                self._held -= len(old) if old is not None else 0
+            for cid in list(self._held) if conversation_ids is None else conversation_ids:
+                self._drop(cid)
+
+    def _touch(self, conversation_id: str) -> _Held | None:
+        with self._lock:
+            held = self._held.get(conversation_id)
+            if held is not None:
+                self._held.move_to_end(conversation_id)
+            return held
+
+    def _drop(self, conversation_id: str) -> None:
+        old = self._held.pop(conversation_id, None)
+        if old is not None:
+            self._rows -= len(old.rows)
+            self._bytes -= old.made.size
 
     @property
     def held(self) -> int:
-        return self._held
+        return self._rows
+
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,10 +23,11 @@ from store.fastjson import is_plain
 
 Step = Callable[[str, dict[str, Any]], str]  # (previous hash, message) -> this message's running hash
 MAX_KEY_BYTES = 8 * 1024 * 1024  # about 20 resent 100k-token histories
+MAX_RUN_BYTES = 8 * 1024 * 1024  # the last sequence of each run key, about 20 such histories
 _ENTRY_OVERHEAD = 160  # bytes of a memo entry beyond its message (tuple, hash string, dict slot)
 
 
-def exact_json(message: dict[str, Any]) -> bytes | None:
+def exact_json(message: Any) -> bytes | None:
     """The message's exact JSON (None when it holds a type outside JSON's own)."""
     if not is_plain(message):
         return None
@@ -35,36 +37,90 @@ def exact_json(message: dict[str, Any]) -> bytes | None:
         return None
 
 
-class RunningHashes:
-    """`over(messages)`: the running hash of each message under `step`, memoised; thread-safe."""
+def exact_keys(messages: Sequence[Any]) -> list[bytes | None]:
+    """Every message's exact JSON, once per request: the key of each memo keyed by it (validation,
+    chain hashes, forwarded hashes), so a resent history is encoded once, not once per memo."""
+    return [exact_json(m) for m in messages]
 
-    def __init__(self, step: Step, max_bytes: int = MAX_KEY_BYTES) -> None:
+
+@dataclass(frozen=True)
+class _Run:
+    """The last sequence hashed under one run key: a resend is compared with it position by position."""
+
+    previous: str
+    keys: tuple[bytes | None, ...]
+    hashes: tuple[str, ...]
+    size: int
+
+
+class RunningHashes:
+    """`over(messages)`: the running hash of each message under `step`, memoised; thread-safe.
+
+    With a `run` key (a conversation, say), the last sequence hashed under it is kept too, and a
+    later one sharing its leading exact JSON takes those hashes as they are (compared in order,
+    nothing hashed or looked up); the rest goes through the memo. Runs are bounded in bytes too."""
+
+    def __init__(self, step: Step, max_bytes: int = MAX_KEY_BYTES,
+                 max_run_bytes: int = MAX_RUN_BYTES) -> None:
         self._step = step
         self._memo: OrderedDict[tuple[str, bytes], str] = OrderedDict()
         self._bytes = 0
         self._max = max_bytes
+        self._runs: OrderedDict[Hashable, _Run] = OrderedDict()
+        self._run_bytes = 0
+        self._max_run = max_run_bytes
         self._lock = threading.Lock()
 
-    def over(self, messages: Sequence[dict[str, Any]], previous: str = "") -> list[str]:
-        out: list[str] = []
+    def over(self, messages: Sequence[dict[str, Any]], previous: str = "",
+             keys: Sequence[bytes | None] | None = None, run: Hashable | None = None) -> list[str]:
+        """`keys`: the messages' `exact_keys` when the caller has them already."""
+        keys = exact_keys(messages) if keys is None else keys
+        out = self._resumed(run, previous, keys) if run is not None else []
         missed: list[tuple[tuple[str, bytes], str]] = []
         memo = self._memo
+        last = out[-1] if out else previous
         with self._lock:  # the look-ups, in one go
-            keys = [exact_json(m) for m in messages]
-            for message, exact in zip(messages, keys, strict=True):
-                key = (previous, exact) if exact is not None else None
+            for message, exact in zip(messages[len(out):], keys[len(out):], strict=True):
+                key = (last, exact) if exact is not None else None
                 found = memo.get(key) if key is not None else None
                 if found is None:
-                    found = self._step(previous, message)
+                    found = self._step(last, message)
                     if key is not None:
                         missed.append((key, found))
                 else:
                     memo.move_to_end(key)  # type: ignore[arg-type]
                 out.append(found)
-                previous = found
+                last = found
             for key, value in missed:
                 self._remember(key, value)
+            if run is not None:
+                self._keep_run(run, _Run(previous, tuple(keys), tuple(out),
+                                         sum(len(k) for k in keys if k is not None) + _ENTRY_OVERHEAD))
         return out
+
+    def _resumed(self, run: Hashable, previous: str, keys: Sequence[bytes | None]) -> list[str]:
+        """The hashes of the leading messages the run's last sequence shares with `keys`."""
+        with self._lock:
+            seen = self._runs.get(run)
+        if seen is None or seen.previous != previous:
+            return []
+        shared = 0
+        for old, new in zip(seen.keys, keys, strict=False):
+            if old is None or old != new:
+                break
+            shared += 1
+        return list(seen.hashes[:shared])
+
+    def _keep_run(self, run: Hashable, made: _Run) -> None:
+        old = self._runs.pop(run, None)
+        self._run_bytes -= old.size if old is not None else 0
+        if made.size > self._max_run:
+            return
+        self._runs[run] = made
+        self._run_bytes += made.size
+        while self._run_bytes > self._max_run:
+            _, dropped = self._runs.popitem(last=False)
+            self._run_bytes -= dropped.size
 
     def _remember(self, key: tuple[str, bytes], value: str) -> None:
         if key in self._memo:
@@ -78,6 +134,10 @@ class RunningHashes:
     @property
     def held_bytes(self) -> int:
         return self._bytes
+
+    @property
+    def run_bytes(self) -> int:
+        return self._run_bytes
 
     def __len__(self) -> int:
         return len(self._memo)

@@ -193,11 +193,14 @@ class TenantStore:
     # -- conversations and messages --------------------------------------------------------------
 
     def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-               count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
-        """Store a request's history (only what is new); see store/ingest.py for identity rules."""
+               count_tokens: Callable[[dict[str, Any]], int],
+               keys: Sequence[bytes | None] | None = None) -> IngestResult:
+        """Store a request's history (only what is new); see store/ingest.py for identity rules.
+        `keys`: the messages' exact JSON when the caller has it (store/running_hashes.py)."""
         with self._tx():
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
-                                     count_tokens=count_tokens, prefix_rows=self._store.prefix_rows)
+                                     count_tokens=count_tokens, prefix_rows=self._store.prefix_rows,
+                                     keys=keys)
 
     def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from config.errors import InvalidRequestError, PayloadTooLargeError
@@ -20,7 +20,7 @@ from proxy import appkeys
 MAX_JSON_DEPTH = 128  # objects/arrays inside each other; a 30-level tool schema is 64 of them
 # A `\uD800`-`\uDFFF` escape: the only way a parsed JSON string can hold a surrogate code point.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_CONTAINERS = (dict, list)
+_HUGE = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
 
 
 async def read_json_object(request: web.Request) -> dict[str, Any]:
@@ -34,26 +34,49 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     return parse_json_object(await request.read())
 
 
-def parse_json_object(raw: bytes) -> dict[str, Any]:
-    """Decode and check a body: a JSON object, nested at most MAX_JSON_DEPTH, valid Unicode only."""
+def parse_json_object(raw: bytes, *, fast_path: bool = True) -> dict[str, Any]:
+    """Decode and check a body: a JSON object, nested at most MAX_JSON_DEPTH, valid Unicode only.
+    `fast_path=False`: json's parse alone (what the orjson path is tested against)."""
+    fast = _read_fast(raw) if fast_path else None
+    body: Any = fast if fast is not None else _read(raw)
+    if not isinstance(body, dict):
+        raise InvalidRequestError("the request body must be a JSON object")
+    deep, huge = _walk(body, MAX_JSON_DEPTH)
+    if deep:
+        raise _too_deep()
+    if fast is not None and not huge:
+        return body  # orjson refuses lone surrogates: nothing to look for
+    # An integer beyond 64 bits, which orjson read as a float: json reads it exactly.
+    exact: dict[str, Any] = _read(raw) if fast is not None else body
+    if _SURROGATE_ESCAPE.search(raw):
+        path = _surrogate_path(exact, "")
+        if path is not None:
+            raise InvalidRequestError(
+                f"Invalid {path or 'body'}: the string holds a lone UTF-16 surrogate (not valid "
+                "Unicode)", param=path or None, code="invalid_unicode")
+    return exact
+
+
+def _read_fast(raw: bytes) -> Any:
+    """orjson's parse, or None where it refuses the body (json then decides, errors included).
+
+    orjson refuses everything json refuses, and more: lone surrogates, NaN and Infinity, numbers
+    beyond a double, a byte order mark, UTF-16/32 (tests/proxy/test_body_parse.py). The one value it
+    reads differently is an integer outside 64 bits, read as a float: `_walk` finds such a float."""
     try:
-        body = json.loads(raw)
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _read(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidRequestError(f"We could not parse the JSON body of your request: {exc}",
                                   code="invalid_json") from None
     except RecursionError:
         raise _too_deep() from None
-    if not isinstance(body, dict):
-        raise InvalidRequestError("the request body must be a JSON object")
-    if _depth_exceeds(body, MAX_JSON_DEPTH):
-        raise _too_deep()
-    if _SURROGATE_ESCAPE.search(raw):
-        path = _surrogate_path(body, "")
-        if path is not None:
-            raise InvalidRequestError(
-                f"Invalid {path or 'body'}: the string holds a lone UTF-16 surrogate (not valid "
-                "Unicode)", param=path or None, code="invalid_unicode")
-    return body
 
 
 def _too_deep() -> InvalidRequestError:
@@ -61,21 +84,24 @@ def _too_deep() -> InvalidRequestError:
                                code="invalid_json")
 
 
-def _depth_exceeds(value: object, limit: int) -> bool:
-    """Whether containers nest deeper than `limit` (iterative: no recursion on hostile input)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
+def _walk(body: dict[str, Any], limit: int) -> tuple[bool, bool]:
+    """(containers nest deeper than `limit`, a float of magnitude 2**63 or more is in it), in one
+    iterative pass (no recursion on hostile input)."""
+    huge = False
+    stack: list[tuple[Any, int]] = [(body, 1)]
     while stack:
         node, depth = stack.pop()
-        children: Iterable[object] = node.values() if isinstance(node, dict) else (
-            node if isinstance(node, list) else ())
-        for child in children:
-            if child.__class__ is str:  # most values of a chat body: skipped at once
+        for child in node.values() if node.__class__ is dict else node:
+            kind = child.__class__
+            if kind is str:  # most values of a chat body: skipped at once
                 continue
-            if isinstance(child, _CONTAINERS):
+            if kind is dict or kind is list:
                 if depth >= limit:
-                    return True
+                    return True, huge
                 stack.append((child, depth + 1))
-    return False
+            elif kind is float and abs(child) >= _HUGE:
+                huge = True
+    return False, huge
 
 
 def _surrogate_path(value: object, path: str) -> str | None:

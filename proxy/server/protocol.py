@@ -18,6 +18,7 @@ import contextlib
 from aiohttp import web
 
 from proxy.error_mapping import http_failure
+from proxy.server.warmup import freeze_after_warmup
 
 KEEPALIVE_S = 75.0  # web.run_app's defaults
 SHUTDOWN_TIMEOUT_S = 60.0
@@ -72,9 +73,11 @@ async def start(app: web.Application, host: str, port: int, *, reuse_port: bool 
 
 async def _serve(app: web.Application, host: str, port: int, reuse_port: bool) -> None:
     runner = await start(app, host, port, reuse_port=reuse_port)
+    freezing = asyncio.create_task(freeze_after_warmup(app))
     try:
         await asyncio.Event().wait()  # until SIGINT/SIGTERM raise GracefulExit
     finally:
+        freezing.cancel()
         await runner.cleanup()
 
 

@@ -148,13 +148,16 @@ class PgTenantStore(TenantStore):
         return key
 
     def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-               count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
+               count_tokens: Callable[[dict[str, Any]], int],
+               keys: Sequence[bytes | None] | None = None) -> IngestResult:
         """Store a request's history (store/ingest.py) under the locks of every conversation it can
-        extend: its first message's chain hash, then its second's (a fixed order: no deadlock)."""
+        extend: its first message's chain hash, then its second's (a fixed order: no deadlock).
+        `keys`: the messages' exact JSON when the caller has it (store/running_hashes.py)."""
         chain = chain_from_bodies(canonical_bodies(messages[:2])) if messages else []
         with self._pg.db.transaction(*(self._lock_key(h) for h in chain)):
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
-                                     count_tokens=count_tokens, prefix_rows=self._pg.prefix_rows)
+                                     count_tokens=count_tokens, prefix_rows=self._pg.prefix_rows,
+                                     keys=keys)
 
     def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[AnchorRecord]:
         """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from bench import bench_doc, cpu_scaling, memory, run_all, store_soak, throughput
+from bench import bench_doc, cpu_scaling, memory, resend, run_all, store_soak, throughput
 from bench.common import cpu_seconds, history, mapped_mb, pct, rss_mb, rss_split
 
 TINY: dict[str, Any] = {
     "throughput": throughput.Counts(n=5, n32=12, ttfb=3, warmup=1),
+    "resend": resend.Plan(n=4, warmup=1, tokens=3_000),
     "cpu": cpu_scaling.Plan(sizes=(600, 3_000), min_requests=2, max_requests=2, min_cpu_s=0.0, warmup=1,
                             settle_s=0.0),
     "memory": memory.Plan(requests=40, warmup=8, conversations=10, concurrency=4, sample_every=10,
@@ -31,8 +32,8 @@ def tiny_run() -> dict[str, Any]:
 
 
 def test_every_table_is_printed(tiny_run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    for render, key in ((throughput.table, "throughput"), (cpu_scaling.table, "cpu"),
-                        (memory.table, "memory")):
+    for render, key in ((throughput.table, "throughput"), (resend.table, "resend"),
+                        (cpu_scaling.table, "cpu"), (memory.table, "memory")):
         print(render(tiny_run[key]))
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -40,6 +41,7 @@ def test_every_table_is_printed(tiny_run: dict[str, Any], capsys: pytest.Capture
     assert any(line.startswith("ctxproxy") for line in lines)
     assert "litellm proxy: skipped (run make bench-deps)" in out
     assert "added by ctxproxy: p50" in out
+    assert "resent 3k-token history (agent loop, 4 requests each" in out
     assert "[passthrough]" in out and "[compacting-32k]" in out
     assert sum(line.split()[0] in ("600", "3000") for line in lines if line.strip()) == 4
     assert out.count("linear fit: cpu ms/req =") == 2
@@ -63,8 +65,14 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert memory["unmapped_growth_mb"] == pytest.approx(memory["growth_mb"] - memory["db_mapped_growth_mb"])
     assert all(v is not None for v in memory["plateau"].values())  # halves at 20 and 40 requests
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
-    assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "cpu vs history size", "memory", "search",
-                                                "store soak", "scaling out", "search on postgresql"}
+    assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "resent 100k-token history",
+                                                "cpu vs history size", "memory", "search", "store soak",
+                                                "scaling out", "search on postgresql"}
+    r = tiny_run["resend"]
+    assert r["requests"] == 4 and r["tokens"] == 3_000
+    assert all(r[target][k] > 0 for target in ("direct", "ctxproxy") for k in ("p50_ms", "p99_ms"))
+    assert r["added"]["p50_ms"] == pytest.approx(r["ctxproxy"]["p50_ms"] - r["direct"]["p50_ms"])
+    assert r["met"] == (r["added"]["p50_ms"] <= 5.0 and r["added"]["p99_ms"] <= 15.0)
     assert {"direct", "sqlite 1 worker", "sqlite 2 workers"} <= set(tiny_run["scale_out"])
     assert all(f["rps_one"] > 0 and f["rps_many"] > 0 for f in tiny_run["scale_out"].values() if f)
     store = tiny_run["store"]
@@ -72,6 +80,7 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert set(store["forwarded_per_request_by_length"]) == {"50", "500"}
     lines = run_all.summary_lines(tiny_run)
     assert lines[1] == "litellm proxy: skipped (run make bench-deps)"
+    assert lines[2].startswith("resent 3k-token history: added p50 ") and "beside the direct call" in lines[2]
     assert sum(line.startswith("cpu [") for line in lines) == 2
     json.dumps(tiny_run)  # bench.json must be serialisable
 
@@ -87,6 +96,7 @@ def test_results_doc_replaces_only_the_bench_section(tiny_run: dict[str, Any], t
     assert text.count(bench_doc.BEGIN) == 1 and text.count(bench_doc.END) == 1
     assert eval_block in text
     assert "](img/bench_cpu_scaling.png)" in text and "skipped (run `make bench-deps`)" in text
+    assert "### Resent 3k-token history (agent loop, loopback)" in text and "**added by ctxproxy: p50" in text
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

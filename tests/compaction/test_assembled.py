@@ -8,6 +8,7 @@ import pytest
 
 from compaction.planner import Slot, raw_entries
 from compaction.selection import Entry
+from compaction.toolpairs import Group
 from store.models import StoredMessage, assembled, field_names
 
 VALUES: dict[type[Any], dict[str, Any]] = {
@@ -16,6 +17,7 @@ VALUES: dict[type[Any], dict[str, Any]] = {
                     "content_hash": "b" * 64, "pinned": True, "source": "client", "created_at": 1.5},
     Entry: {"kind": "message", "ref": "2", "tokens": 5, "role": "user", "group": 3, "seq": 2, "depth": -1,
             "pinned": False, "message_id": 7, "elided": None},
+    Group: {"start": 2, "end": 5, "kind": "tool_round"},
     Slot: {"message": {"role": "user", "content": "hi"}, "tokens": 5, "category": "fresh_tail", "group": 3,
            "ref": "7", "protected": True},
 }
@@ -28,7 +30,7 @@ def test_assembled_equals_constructed(cls: type[Any]) -> None:
     assert not hasattr(cls, "__slots__") and not hasattr(cls, "__post_init__")
     built, constructed = assembled(cls, values), cls(**values)
     assert built == constructed and repr(built) == repr(constructed)
-    if cls is Entry:
+    if cls in (Entry, Group):
         assert hash(built) == hash(constructed)
     with pytest.raises(AttributeError):  # still frozen
         setattr(built, field_names(cls)[0], None)

@@ -37,7 +37,8 @@ class FakeTenantStore:
         self._clock = itertools.count(1_700_000_000)
 
     def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-               count_tokens: Callable[[dict[str, Any]], int]) -> IngestResult:
+               count_tokens: Callable[[dict[str, Any]], int],
+               keys: Sequence[bytes | None] | None = None) -> IngestResult:
         cid = f"conv_{len(self._convs) + 1:04d}"
         stored = [StoredMessage(id=next(self._ids), conversation_id=cid, seq=i, role=m["role"],
                                 message={k: v for k, v in m.items() if k != "pinned"},

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import threading
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from compaction import llm, tokens
@@ -117,3 +119,19 @@ async def test_first_tokenizer_load_from_the_loop_runs_in_a_thread(monkeypatch: 
         assert len(seen) == 1
     finally:
         tokens._counter_for_encoding.cache_clear()  # later tests load the real tokenizers again
+
+
+async def test_a_served_app_freezes_what_the_warmup_left_alive() -> None:
+    """Start-up objects leave the cyclic collector's full passes, and only once the warm-up is done."""
+    app = web.Application()
+    app[warmup.WARMUP] = warmup.Warmup()
+    freezing = asyncio.create_task(warmup.freeze_after_warmup(app))
+    gc.unfreeze()
+    try:
+        await asyncio.sleep(0)
+        assert not freezing.done() and gc.get_freeze_count() == 0  # still warming up: nothing frozen
+        app[warmup.WARMUP].done.set()
+        await freezing
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

@@ -1,0 +1,106 @@
+"""Entries of raw message runs, memoised by record identity: a resend rebuilds only its newest group.
+
+The working view turns every run of raw stored messages into grouped `Entry`s on each request, and a
+resent history is the previous run plus a message or two. Ingest hands back the same StoredMessage
+records for a resent prefix (store/prefix_rows.py), and a record is frozen, so a run whose leading
+records are the very objects of a run seen before has the same leading entries. Only the groups
+before the last one they share are reused (that group may grow: a tool round gaining results); it and
+everything after are built again. Bounded in records held, least recently used run first out.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compaction.planner import grouped_entries
+from compaction.selection import Entry
+from store.models import StoredMessage
+
+MAX_RECORDS = 16_384  # records held across runs (they are the ones the store's row cache holds too)
+RunKey = tuple[str, int, int]  # (conversation id, first seq, first group key)
+
+
+@dataclass(frozen=True)
+class _Run:
+    records: tuple[StoredMessage, ...]
+    entries: tuple[Entry, ...]
+    starts: tuple[int, ...]  # index in `records` where each group starts
+    before: tuple[int, ...]  # entries made of the records before each group
+
+
+class RawRuns:
+    """`entries(run, first_group)` == `raw_entries` of the run's rows, memoised; thread-safe."""
+
+    def __init__(self, max_records: int = MAX_RECORDS) -> None:
+        self._runs: OrderedDict[RunKey, _Run] = OrderedDict()
+        self._held = 0
+        self._max = max_records
+        self._lock = threading.Lock()
+
+    def entries(self, run: Sequence[StoredMessage], first_group: int) -> list[Entry]:
+        if not run:
+            return []
+        key = (run[0].conversation_id, run[0].seq, first_group)
+        with self._lock:
+            seen = self._runs.get(key)
+        kept = _reusable_groups(seen, run) if seen is not None else 0
+        made = _extend(seen, kept, run, first_group) if seen is not None else _build(run, first_group)
+        self._keep(key, made)
+        return list(made.entries)
+
+    def _keep(self, key: RunKey, made: _Run) -> None:
+        with self._lock:
+            old = self._runs.pop(key, None)
+            self._held -= len(old.records) if old is not None else 0
+            if len(made.records) > self._max:
+                return
+            self._runs[key] = made
+            self._held += len(made.records)
+            while self._held > self._max:
+                _, dropped = self._runs.popitem(last=False)
+                self._held -= len(dropped.records)
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+
+def _reusable_groups(seen: _Run, run: Sequence[StoredMessage]) -> int:
+    """How many leading groups of `seen` hold for `run`: all of them when the runs are the same
+    records; else those before the group of the last shared record."""
+    shared = 0
+    for old, new in zip(seen.records, run, strict=False):
+        if old is not new:
+            break
+        shared += 1
+    if shared == len(seen.records) == len(run):
+        return len(seen.starts)
+    return bisect_right(seen.starts, shared - 1) - 1 if shared else 0
+
+
+def _extend(seen: _Run, kept: int, run: Sequence[StoredMessage], first_group: int) -> _Run:
+    """`seen`'s first `kept` groups, then the rest of `run` built from where they end."""
+    if kept == len(seen.starts):
+        return seen
+    cut = seen.starts[kept]
+    tail = _build(run[cut:], first_group + kept)
+    head = seen.before[kept]
+    return _Run(tuple(run), seen.entries[:head] + tail.entries,
+                seen.starts[:kept] + tuple(cut + s for s in tail.starts),
+                seen.before[:kept] + tuple(head + b for b in tail.before))
+
+
+def _build(run: Sequence[StoredMessage], first_group: int) -> _Run:
+    entries, bounds = grouped_entries([(m.message, m.seq, m.id, m.token_count, m.pinned) for m in run],
+                                      first_group)
+    return _Run(tuple(run), tuple(entries), tuple(b[0] for b in bounds), tuple(b[1] for b in bounds))
+
+
+RAW_RUNS = RawRuns()
