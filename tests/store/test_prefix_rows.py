@@ -8,7 +8,8 @@ from typing import Any
 from config.settings import StoreSettings
 from store.identity import chain_hashes
 from store.interface import StoreBackend, TenantAccess
-from store.prefix_rows import PrefixRows
+from store.models import StoredMessage
+from store.prefix_rows import Made, PrefixRows
 from store.store import Store
 from tests.store.store_helpers import TokenCounter, history
 
@@ -77,3 +78,57 @@ def test_the_bound_drops_the_least_recently_used() -> None:
     assert cache.leading("b", chain, 4) == () and len(cache.leading("a", chain, 4)) == 4
     cache.keep("huge", _rows("huge", chain_hashes([{"role": "user", "content": "x"}] * 11)))
     assert cache.leading("huge", chain, 4) == () and cache.held <= 10
+
+
+def test_a_resend_reuses_the_records_it_made(alice: TenantAccess, counter: TokenCounter) -> None:
+    msgs = history(4)
+    alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter)
+    made = alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter).messages  # read, kept
+    again = alice.ingest([dict(m) for m in msgs], model="gpt-4o", external_id=None,
+                         count_tokens=counter).messages
+    assert all(a is b for a, b in zip(made, again, strict=True))  # the same exact JSON: the same records
+
+
+def test_a_record_is_rebuilt_when_the_bytes_or_the_pin_differ(alice: TenantAccess,
+                                                              counter: TokenCounter) -> None:
+    msgs = history(3)
+    for _ in range(2):
+        kept = alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter).messages
+    echoed = [dict(m) for m in msgs]
+    echoed[2] = {**echoed[2], "refusal": None}  # the same identity (normalised), other bytes
+    echoed[3] = {**echoed[3], "pinned": True}  # pinned now: the row's flag changes
+    again = alice.ingest(echoed, model="gpt-4o", external_id=None, count_tokens=counter).messages
+    assert again[2] is not kept[2] and again[2].message == {**msgs[2], "refusal": None}
+    assert again[3] is not kept[3] and again[3].pinned and "pinned" not in again[3].message
+    assert [a is k for a, k in zip(again, kept, strict=True)] == [True, True, False, False, True, True, True]
+
+
+def _made(cid: str, n: int, size: int) -> tuple[tuple[tuple[Any, ...], ...], Made]:
+    chain = chain_hashes([{"role": "user", "content": f"{cid}{i}"} for i in range(n)])
+    rows = _rows(cid, chain)
+    records = tuple(StoredMessage(id=r[0], conversation_id=cid, seq=r[2], role="user", message={},
+                                  token_count=5, chain_hash=r[5], content_hash="c") for r in rows)
+    return rows, Made(rows, tuple(b"x" * size for _ in rows), records)
+
+
+def test_records_are_bounded_in_bytes() -> None:
+    cache = PrefixRows(max_rows=1_000, max_made_bytes=1_000)
+    for cid in ("a", "b", "c"):
+        cache.keep(cid, *_made(cid, 4, 100))  # 400 bytes each
+    assert cache.held_bytes <= 1_000 and cache.made("a").messages == ()  # the oldest went first
+    assert len(cache.made("c").messages) == 4
+    rows, made = _made("big", 4, 300)  # 1,200 bytes: its rows are kept, its records are not
+    cache.keep("big", rows, made)
+    assert cache.made("big").messages == () and len(cache.leading("big", [r[5] for r in rows], 4)) == 4
+    assert cache.held_bytes <= 1_000
+
+
+def test_records_are_reused_only_over_the_same_rows_and_bytes() -> None:
+    rows, made = _made("a", 3, 10)
+    assert made.leading(rows, made.keys) == made.messages
+    assert made.leading(rows, (*made.keys[:2], b"y" * 10)) == ()  # another message: record by record
+    flagged = (*rows[:2], (*rows[2][:7], 1, *rows[2][8:]))
+    assert made.leading(flagged, made.keys) == ()
+    assert made.reusable(2, flagged[2], made.keys[2]) is None  # pinned since: rebuilt
+    assert made.reusable(1, rows[1], made.keys[1]) is made.messages[1]
+    assert made.reusable(1, rows[1], None) is None  # a message outside JSON's own types: never

@@ -58,3 +58,33 @@ def test_the_memo_is_used_and_bounded() -> None:
     memo.over(floats)
     memo.over(floats)
     assert steps[-2:] == ["x", "x"]  # a float is never memoised, always computed
+
+
+@settings(max_examples=150)
+@given(st.lists(MESSAGES, min_size=1, max_size=5), st.lists(st.integers(0, 6), min_size=1, max_size=5))
+def test_a_runs_last_sequence_gives_the_direct_hashes(histories: list[list[dict[str, Any]]],
+                                                      cuts: list[int]) -> None:
+    """Resends under one run key (longer, shorter, another history) hash as if computed afresh."""
+    memo = RunningHashes(lambda previous, m: hashlib.sha256(previous.encode() + dumps_sorted(m)).hexdigest())
+    for history, cut in zip(histories, cuts, strict=False):
+        for part in (history[:cut], history, history[:cut]):
+            assert tuple(memo.over(part, run="conv")) == _forwarded_direct(part)
+            assert tuple(prefix_hashes(tuple(part), None, "conv_x")) == _forwarded_direct(part)
+
+
+def test_a_run_is_compared_in_order_and_bounded() -> None:
+    steps: list[str] = []
+
+    def step(previous: str, m: dict[str, Any]) -> str:
+        steps.append(m["content"])
+        return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
+
+    memo = RunningHashes(step, max_bytes=0, max_run_bytes=3_000)  # nothing memoised: only the run
+    history = [{"role": "user", "content": f"message {i}"} for i in range(5)]
+    first = memo.over(history, run="a")
+    assert memo.over([*history, {"role": "user", "content": "new"}], run="a")[:5] == first
+    assert steps[5:] == ["new"]  # the run gave the first five
+    assert memo.over(history, previous="other", run="a") != first  # another starting hash: no reuse
+    for i in range(50):
+        memo.over([{"role": "user", "content": f"other {i}" * 20}], run=f"r{i}")
+    assert memo.run_bytes <= 3_000
