@@ -9,6 +9,7 @@ every message once, no summary stored twice, a view whose summaries never cover 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,13 @@ def _check_one_clean_conversation(store: PgStore, key: str, messages: int) -> li
     return tenant.summaries(cid)
 
 
+def _check_each_prompt_summarised_once(summarizer: FakeUpstream) -> None:
+    """No two steps (of one replica or of two) sent the summariser the same chunk at the same level
+    and target: each step ran under its claim on the conversation (compaction/claims.py)."""
+    prompts = [json.dumps(r.body.get("messages"), sort_keys=True) for r in summarizer.requests]
+    assert len(prompts) == len(set(prompts)), f"{len(prompts) - len(set(prompts))} repeated prompts"
+
+
 async def _settle(store: PgStore, key: str) -> None:
     """Wait until no background step holds a lease for the tenant (both replicas idle)."""
     tenant_id = store.tenant_id_for_key(key)
@@ -105,6 +113,7 @@ async def _alternate(pair: Pair, key: str) -> list[dict[str, Any]]:
     await _settle(pair.store, key)
     summaries = _check_one_clean_conversation(pair.store, key, len(history))
     assert summaries, "the alternating conversation crossed the threshold: someone compacted it"
+    _check_each_prompt_summarised_once(pair.summarizer)
     return history
 
 
@@ -138,6 +147,7 @@ async def _burst(pair: Pair, key: str, history: list[dict[str, Any]]) -> None:
     history.append({"role": "assistant", "content": "ok"})
     await _settle(pair.store, key)
     _check_one_clean_conversation(pair.store, key, len(history))
+    _check_each_prompt_summarised_once(pair.summarizer)
 
 
 async def test_two_replicas_share_one_conversation(pair: Pair) -> None:
