@@ -62,7 +62,7 @@ class Plan:
     def summary_ids(self) -> tuple[str, ...]:
         return tuple(s.ref for s in self.slots if s.category == "summaries")
 
-    @cached_property
+    @property
     def occupancy(self) -> Occupancy:
         by = dict.fromkeys(("system", "anchors", "summaries", "fresh_tail"), 0)
         for s in self.slots:  # one pass

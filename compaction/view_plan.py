@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from compaction.anchors import render_anchor_block
@@ -59,7 +58,7 @@ class RequestContext:
     def last_seq(self) -> int:
         return max((m.seq for m in self.ingest.messages), default=-1)
 
-    @cached_property
+    @property
     def tokens_received(self) -> int:
         return REPLY_PRIMING + sum(m.token_count for m in self.ingest.messages) + self.client_tools_tokens
 

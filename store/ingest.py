@@ -151,7 +151,7 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], up
     out += [made.reusable(r[2], r, keys[r[2]]) or _prefix_message(r, messages[r[2]])
             for r in prefix[len(out):]]
     if cache is not None:
-        cache.keep(cid, tuple(prefix), Made(tuple(prefix), tuple(keys[:len(out)]), tuple(out)))
+        cache.keep(cid, tuple(prefix), Made.of(tuple(prefix), tuple(keys[:len(out)]), tuple(out)))
     newly_pinned = [s.id for s, r in zip(out, prefix, strict=True)
                     if messages[r[2]].get("pinned") and not r[7]]
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later

@@ -19,7 +19,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from store.models import StoredMessage
@@ -37,11 +36,12 @@ class Made:
     rows: tuple[Row, ...]  # what the records were made of
     keys: tuple[bytes | None, ...]
     messages: tuple[StoredMessage, ...]
+    size: int  # bytes of exact JSON behind the records (what the byte bound counts)
 
-    @cached_property
-    def size(self) -> int:
-        """Bytes of exact JSON behind the records (what the byte bound counts)."""
-        return sum(len(k) for k in self.keys if k is not None)
+    @classmethod
+    def of(cls, rows: tuple[Row, ...], keys: tuple[bytes | None, ...],
+           messages: tuple[StoredMessage, ...]) -> Made:
+        return cls(rows, keys, messages, sum(len(k) for k in keys if k is not None))
 
     def leading(self, rows: Sequence[Row], keys: Sequence[bytes | None]) -> tuple[StoredMessage, ...]:
         """The records of the leading `rows` in one go, when they are the very rows the records were
@@ -58,7 +58,7 @@ class Made:
         return made if made.id == row[_ID] and made.pinned == bool(row[_PINNED]) else None
 
 
-NOTHING_MADE = Made((), (), ())
+NOTHING_MADE = Made((), (), (), 0)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def _made(cid: str, n: int, size: int) -> tuple[tuple[tuple[Any, ...], ...], Mad
     rows = _rows(cid, chain)
     records = tuple(StoredMessage(id=r[0], conversation_id=cid, seq=r[2], role="user", message={},
                                   token_count=5, chain_hash=r[5], content_hash="c") for r in rows)
-    return rows, Made(rows, tuple(b"x" * size for _ in rows), records)
+    return rows, Made.of(rows, tuple(b"x" * size for _ in rows), records)
 
 
 def test_records_are_bounded_in_bytes() -> None:
