@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
-MAX_ROWS = 16_384  # about 7 MiB at most: some 50 resent 100k-token histories
+MAX_ROWS = 16_384  # some 50 resent 100k-token histories
+# Bytes one kept row costs at most: the tuple, its ints and float, two 64-hex hashes (the conversation
+# id, role and source strings are shared; tests/store/test_prefix_rows.py measures it). 7 MiB in all.
+ROW_BYTES = 448
 _SEQ, _CHAIN = 2, 5
 
 
@@ -65,3 +68,12 @@ class PrefixRows:
     @property
     def held(self) -> int:
         return self._held
+
+    @property
+    def held_bytes(self) -> int:
+        """What the rows held cost, estimated from ROW_BYTES."""
+        return self._held * ROW_BYTES
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max * ROW_BYTES

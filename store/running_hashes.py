@@ -6,7 +6,9 @@ and a sha256 per message. A message seen before after the same previous hash has
 hash, so it is looked up instead. The key is the message's orjson encoding as received (insertion
 order kept): equal bytes mean equal JSON values (a different key order is only a miss). A message
 holding anything but dicts, lists, strings, ints, booleans and nulls (a float, say) is not memoised.
-Bounded in bytes of keys held, least recently used first out.
+Bounded in bytes held (keys, values and the memo's own structures), least recently used first out.
+orjson's output is a buffer of at least 4 KiB whatever its length (3.12 on): a key is kept as a
+right-sized copy, or a 60-byte message would hold 4 KiB and the bound would understate memory 15-fold.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from store.fastjson import is_plain
 
 Step = Callable[[str, dict[str, Any]], str]  # (previous hash, message) -> this message's running hash
 MAX_KEY_BYTES = 8 * 1024 * 1024  # about 20 resent 100k-token histories
-_ENTRY_OVERHEAD = 160  # bytes of a memo entry beyond its message (tuple, hash string, dict slot)
+# Bytes of a memo entry beyond its message's JSON, measured (tests/store/test_running_hashes.py):
+# the key tuple 56, the bytes header 33, the 64-hex hash string 113, the ordered dict ~180 (its
+# tables are sized for the churn of an LRU: deleted slots linger until the next resize).
+_ENTRY_OVERHEAD = 384
 
 
 def exact_json(message: dict[str, Any]) -> bytes | None:
@@ -35,10 +40,20 @@ def exact_json(message: dict[str, Any]) -> bytes | None:
         return None
 
 
+_NAMED: dict[str, RunningHashes] = {}  # the process's memos, by name (reported by /metrics)
+
+
+def named() -> dict[str, RunningHashes]:
+    """The memos created with a name (one per kind of running hash in the process)."""
+    return dict(_NAMED)
+
+
 class RunningHashes:
     """`over(messages)`: the running hash of each message under `step`, memoised; thread-safe."""
 
-    def __init__(self, step: Step, max_bytes: int = MAX_KEY_BYTES) -> None:
+    def __init__(self, step: Step, max_bytes: int = MAX_KEY_BYTES, *, name: str | None = None) -> None:
+        if name is not None:
+            _NAMED[name] = self
         self._step = step
         self._memo: OrderedDict[tuple[str, bytes], str] = OrderedDict()
         self._bytes = 0
@@ -69,6 +84,7 @@ class RunningHashes:
     def _remember(self, key: tuple[str, bytes], value: str) -> None:
         if key in self._memo:
             return
+        key = (key[0], bytes(memoryview(key[1])))  # right-sized: orjson's buffer is >= 4 KiB
         self._memo[key] = value
         self._bytes += len(key[1]) + _ENTRY_OVERHEAD
         while self._bytes > self._max and self._memo:
@@ -78,6 +94,10 @@ class RunningHashes:
     @property
     def held_bytes(self) -> int:
         return self._bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max
 
     def __len__(self) -> int:
         return len(self._memo)

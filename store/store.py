@@ -87,7 +87,8 @@ class Store:
 
         A server passes `autocheckpoint=False` and calls `checkpoint()` periodically off the loop.
         """
-        db = open_database(settings.path, settings.busy_timeout_ms, autocheckpoint=autocheckpoint)
+        db = open_database(settings.path, settings.busy_timeout_ms, autocheckpoint=autocheckpoint,
+                           cache_mib=settings.cache_mib, mmap_mib=settings.mmap_mib)
         secret = settings.tenant_secret or _stored_secret(db.conn)
         return cls(db, secret, settings)
 

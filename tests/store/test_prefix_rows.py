@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 from config.settings import StoreSettings
 from store.identity import chain_hashes
 from store.interface import StoreBackend, TenantAccess
-from store.prefix_rows import PrefixRows
+from store.prefix_rows import MAX_ROWS, ROW_BYTES, PrefixRows
 from store.store import Store
 from tests.store.store_helpers import TokenCounter, history
 
@@ -77,3 +79,25 @@ def test_the_bound_drops_the_least_recently_used() -> None:
     assert cache.leading("b", chain, 4) == () and len(cache.leading("a", chain, 4)) == 4
     cache.keep("huge", _rows("huge", chain_hashes([{"role": "user", "content": "x"}] * 11)))
     assert cache.leading("huge", chain, 4) == () and cache.held <= 10
+
+
+def test_a_kept_row_costs_at_most_row_bytes(store: StoreBackend, alice: TenantAccess) -> None:
+    """What the cache holds after resends, measured (tracemalloc), is within its stated bound per row."""
+    histories = [history(50, topic=f"topic {c}") for c in range(20)]
+    for msgs in histories:
+        alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=lambda m: 5)
+    rows: PrefixRows = store.prefix_rows  # type: ignore[attr-defined]
+    rows.forget()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for msgs in histories:  # resends: every stored row read once, and kept
+            alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=lambda m: 5)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert rows.held == 20 * 101
+    assert grown / rows.held <= ROW_BYTES
+    assert rows.held_bytes == rows.held * ROW_BYTES and rows.max_bytes == MAX_ROWS * ROW_BYTES
