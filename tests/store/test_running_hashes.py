@@ -76,7 +76,7 @@ def test_the_bound_holds_in_real_bytes(words: int) -> None:
         before = tracemalloc.get_traced_memory()[0]
         memo = RunningHashes(step, max_bytes=1 << 20)
         for c in range(600):
-            memo.over([{"role": "user", "content": f"conversation {c}: turn {i} " * words} for i in range(10)])
+            memo.over([{"role": "user", "content": f"conv {c}: turn {i} " * words} for i in range(10)])
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
