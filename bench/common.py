@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,22 +221,23 @@ def start_upstream(workdir: Path) -> Server:
 
 
 def ctxproxy_config(upstream_url: str, db: Path, window: int, extractive: bool = False,
-                    background: bool = True) -> str:
-    """YAML for `ctxproxy serve`: one model routed to the fake upstream."""
+                    background: bool = True, store: Mapping[str, int] | None = None) -> str:
+    """YAML for `ctxproxy serve`: one model routed to the fake upstream; `store`: more store keys."""
     lines = ["model_list:", f"  - model_name: {MODEL}", "    litellm_params:",
              f"      model: openai/{MODEL}", f"      api_base: {upstream_url}",
              f"    context_window: {window}", "compaction:", f"  background: {str(background).lower()}",
-             "store:", f"  path: {db}", "server:", "  log_level: info"]
+             "store:", f"  path: {db}", *(f"  {k}: {v}" for k, v in (store or {}).items()),
+             "server:", "  log_level: info"]
     if extractive:
         lines += ["summarizer:", "  model: local/extractive"]
     return "\n".join(lines) + "\n"
 
 
 def start_ctxproxy(workdir: Path, upstream_url: str, window: int = 1_000_000, extractive: bool = False,
-                   name: str = "ctxproxy") -> Server:
-    """`ctxproxy serve` as a subprocess with its own store under `workdir`."""
+                   name: str = "ctxproxy", store: Mapping[str, int] | None = None) -> Server:
+    """`ctxproxy serve` as a subprocess with its own store under `workdir` (`store`: more store keys)."""
     cfg = workdir / f"{name}.yaml"
-    cfg.write_text(ctxproxy_config(upstream_url, workdir / f"{name}.db", window, extractive))
+    cfg.write_text(ctxproxy_config(upstream_url, workdir / f"{name}.db", window, extractive, store=store))
     port = free_port()
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--port", str(port)]
     return spawn(name, argv, port, "/readyz", workdir / f"{name}.log")

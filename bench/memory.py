@@ -1,15 +1,18 @@
-"""RSS of the ctxproxy process after warm-up and over 20k small requests (concurrency 32).
+"""RSS of the ctxproxy process over 20k small requests (concurrency 32), once its caches are full.
 
 1000 conversations grow turn by turn (each request resends its conversation plus the previous reply
-and a new user message), so the store and every per-conversation structure are exercised. RSS is
-read from /proc/PID/status after warm-up and every `sample_every` requests, split into anonymous
-memory (RssAnon: Python objects and malloc arenas, where a leak shows) and file-backed pages
-(RssFile: code and SQLite's memory-mapped database, bounded by `mmap_size`). Growth is printed in
-MiB per 1k requests for each, plus a plateau check: the growth over the second half of the run
+and a new user message), so the store and every per-conversation structure are exercised. Warm-up:
+`warmup` requests, then more of the same traffic until every bounded cache /metrics reports
+(`ctxproxy_cache_bytes` against `ctxproxy_cache_limit_bytes`) is full, at most `fill_max` more: a
+server that has run for a while has full caches, and what grows after that is what a leak would be.
+RSS is read from /proc/PID/status after warm-up and every `sample_every` requests, split into
+anonymous memory (RssAnon: Python objects and malloc arenas, where a leak shows) and file-backed
+pages (RssFile: code, plus SQLite's memory-mapped database when `store.mmap_mib` maps it). Growth is
+printed in MiB per 1k requests, plus a plateau check: the growth over the second half of the run
 against the first half (a leak grows as fast in both; a cache filling up grows in the first only).
 The run is bounded by `max_s` (it fails rather than hang).
 
-    python -m bench.memory [--requests N] [--conversations N] [--concurrency N]
+    python -m bench.memory [--requests N] [--conversations N] [--concurrency N] [--mmap-mib N]
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ from bench.common import (
     start_ctxproxy,
     start_upstream,
 )
-from store.db import MMAP_SIZE
+from config.settings import StoreSettings
 
 TARGET_MB_PER_1K = 0.1  # issue 12: flat memory for a proxy that runs for months
-STORE_MMAP_MIB = MMAP_SIZE // 2**20
+FULL = 0.95  # a cache holding this share of its bound is full (whole entries never fit exactly)
 Sample = dict[str, float]
+Fill = dict[str, tuple[float, float]]  # cache -> (bytes held, bound in bytes)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class Plan:
     concurrency: int = 32
     sample_every: int = 1_000
     max_s: float = 480.0
+    fill_max: int = 20_000  # warm-up requests past `warmup` spent filling the caches, at most
+    fill_step: int = 500  # /metrics read every so many warm-up requests
+    mmap_mib: int = StoreSettings.mmap_mib  # store.mmap_mib and store.cache_mib of the served store
+    cache_mib: int = StoreSettings.cache_mib
 
 
 class Pool:
@@ -97,27 +105,61 @@ async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, 
     await asyncio.gather(*(worker(w) for w in range(min(plan.concurrency, len(pool.histories)))))
 
 
+async def cache_fill(http: aiohttp.ClientSession, proxy: Server) -> Fill:
+    """The bounded caches as /metrics reports them: name -> (bytes held, bound)."""
+    async with http.get(proxy.url.removesuffix("/v1") + "/metrics") as resp:
+        text = await resp.text()
+    found: dict[str, dict[str, float]] = {"ctxproxy_cache_bytes": {}, "ctxproxy_cache_limit_bytes": {}}
+    for line in text.splitlines():
+        name, _, rest = line.partition('{cache="')
+        if name in found:
+            cache, _, value = rest.partition('"} ')
+            found[name][cache] = float(value)
+    held, bound = found.values()
+    return {cache: (held[cache], bound.get(cache, 0.0)) for cache in held}
+
+
+def is_full(fill: Fill) -> bool:
+    return all(held >= FULL * bound for held, bound in fill.values())
+
+
+async def warm_up(http: aiohttp.ClientSession, proxy: Server, pool: Pool, plan: Plan, db: Path) -> int:
+    """`plan.warmup` requests, then more until every cache is full (or `plan.fill_max` more)."""
+    done = plan.warmup
+    await drive(http, proxy, pool, plan.warmup, plan, [], db)
+    while done < plan.warmup + plan.fill_max and not is_full(await cache_fill(http, proxy)):
+        await drive(http, proxy, pool, plan.fill_step, plan, [], db)
+        done += plan.fill_step
+    return done
+
+
 async def run(plan: Plan) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ctxbench-") as tmp:
         upstream = start_upstream(Path(tmp))
-        proxy, db = start_ctxproxy(Path(tmp), upstream.url), Path(tmp) / "ctxproxy.db"
+        proxy = start_ctxproxy(Path(tmp), upstream.url, store={"mmap_mib": plan.mmap_mib,
+                                                               "cache_mib": plan.cache_mib})
+        db = Path(tmp) / "ctxproxy.db"
         try:
             start = sample(proxy, db)
             pool, samples = Pool(plan.conversations), list[Sample]()
             async with session(plan.concurrency * 2) as http:
-                await drive(http, proxy, pool, plan.warmup, plan, [], db)
-                warm = sample(proxy, db)
+                warmed = await warm_up(http, proxy, pool, plan, db)
+                warm, warm_fill = sample(proxy, db), await cache_fill(http, proxy)
                 began = time.perf_counter()
                 await asyncio.wait_for(drive(http, proxy, pool, plan.requests, plan, samples, db), plan.max_s)
                 seconds = time.perf_counter() - began
-            after = sample(proxy, db)
+                after, after_fill = sample(proxy, db), await cache_fill(http, proxy)
         finally:
             proxy.stop()
             upstream.stop()
-    return {"requests": plan.requests, "warmup": plan.warmup, "conversations": plan.conversations,
-            "concurrency": plan.concurrency, "rss_start_mb": start["rss"], "rss_warm_mb": warm["rss"],
+    return {"requests": plan.requests, "warmup": warmed, "conversations": plan.conversations,
+            "concurrency": plan.concurrency, "mmap_mib": plan.mmap_mib, "cache_mib": plan.cache_mib,
+            "rss_start_mb": start["rss"], "rss_warm_mb": warm["rss"],
             "rss_after_mb": after["rss"], "start": start, "warm": warm, "after": after,
+            "caches_warm": warm_fill, "caches_after": after_fill, "caches_full": is_full(warm_fill),
             **growth(warm, after, plan.requests), "plateau": plateau(warm, samples, plan.requests),
+            "trend_mb_per_1k": slope(samples),
+            "second_half_trend_mb_per_1k": slope(samples[len(samples) // 2:]),
             "target_mb_per_1k": TARGET_MB_PER_1K, "seconds": seconds,
             "rps": plan.requests / seconds if seconds else 0.0, "samples": samples}
 
@@ -134,6 +176,17 @@ def growth(warm: Sample, after: Sample, requests: int) -> dict[str, float]:
     unmapped = out["growth_mb"] - out["db_mapped_growth_mb"]  # all but the store's memory map
     out |= {"unmapped_growth_mb": unmapped, "unmapped_growth_mb_per_1k": unmapped * per_1k}
     return out
+
+
+def slope(samples: list[Sample], part: str = "rss") -> float | None:
+    """Least-squares growth of `part` in MiB per 1k requests over the samples: a trend that one
+    sample taken at a high or low moment (freed memory not yet given back, say) does not swing."""
+    if len(samples) < 2:
+        return None
+    xs, ys = [s["requests"] for s in samples], [s[part] for s in samples]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    return 1000 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread if spread else None
 
 
 def plateau(warm: Sample, samples: list[Sample], requests: int) -> dict[str, float | None]:
@@ -167,7 +220,10 @@ def table(r: dict[str, Any]) -> str:
 
     return "\n".join([
         f"memory: ctxproxy RSS over {r['requests']} requests ({r['conversations']} conversations, "
-        f"concurrency {r['concurrency']}, after {r['warmup']} warm-up)",
+        f"concurrency {r['concurrency']}, after {r['warmup']} warm-up; store.cache_mib {r['cache_mib']}, "
+        f"store.mmap_mib {r['mmap_mib']})",
+        f"caches after warm-up ({'full' if r['caches_full'] else 'NOT full'}): "
+        f"{fill_text(r['caches_warm'])}; at the end: {fill_text(r['caches_after'])}",
         f"rss at start {r['rss_start_mb']:.1f} MiB, after warm-up {r['rss_warm_mb']:.1f} MiB "
         f"(anon {r['warm']['anon']:.1f}, file {r['warm']['file']:.1f}), after {r['requests']} requests "
         f"{r['rss_after_mb']:.1f} MiB (anon {r['after']['anon']:.1f}, file {r['after']['file']:.1f})",
@@ -175,9 +231,11 @@ def table(r: dict[str, Any]) -> str:
         f"{target:g}: {verdict(r['growth_mb_per_1k'])}); anon {r['anon_growth_mb_per_1k']:+.3f}, file "
         f"{r['file_growth_mb_per_1k']:+.3f} MiB per 1k; {r['seconds']:.1f} s, {r['rps']:.0f} req/s",
         f"store mmap: {r['db_mapped_growth_mb']:+.1f} MiB resident ({r['after']['db_mapped']:.1f} MiB of a "
-        f"{r['after']['db_file']:.1f} MiB store, capped by mmap_size {STORE_MMAP_MIB} MiB); all but it: "
+        f"{r['after']['db_file']:.1f} MiB store, capped by store.mmap_mib {r['mmap_mib']} MiB); all but it: "
         f"{r['unmapped_growth_mb']:+.1f} MiB ({r['unmapped_growth_mb_per_1k']:+.3f} MiB per 1k: "
         f"{verdict(r['unmapped_growth_mb_per_1k'])})",
+        f"trend (least squares over the samples): {per_1k(r['trend_mb_per_1k'])} MiB per 1k requests, "
+        f"{per_1k(r['second_half_trend_mb_per_1k'])} over the second half",
         f"plateau (first half, then second half): rss {halves(p['first_mb'], p['second_mb'])}; "
         f"anon {halves(p['anon_first_mb'], p['anon_second_mb'])}; all but the store mmap "
         f"{halves(p['unmapped_first_mb'], p['unmapped_second_mb'])}",
@@ -185,14 +243,27 @@ def table(r: dict[str, Any]) -> str:
         f"anon every {every} requests (MiB): {trend('anon')}"])
 
 
+def per_1k(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
+
+
+def fill_text(fill: Fill) -> str:
+    """`name held/bound MiB` for each cache."""
+    return ", ".join(f"{name} {held / 2**20:.1f}/{bound / 2**20:.1f} MiB"
+                     for name, (held, bound) in sorted(fill.items())) or "none reported"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=Plan.requests)
     parser.add_argument("--conversations", type=int, default=Plan.conversations)
     parser.add_argument("--concurrency", type=int, default=Plan.concurrency)
+    parser.add_argument("--mmap-mib", type=int, default=Plan.mmap_mib, help="store.mmap_mib of the server")
+    parser.add_argument("--cache-mib", type=int, default=Plan.cache_mib, help="store.cache_mib of the server")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
-    plan = Plan(requests=args.requests, conversations=args.conversations, concurrency=args.concurrency)
+    plan = Plan(requests=args.requests, conversations=args.conversations, concurrency=args.concurrency,
+                mmap_mib=args.mmap_mib, cache_mib=args.cache_mib)
     result = asyncio.run(run(plan))
     print(table(result))
     if args.json:

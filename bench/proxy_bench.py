@@ -58,7 +58,8 @@ async def scenario(http: aiohttp.ClientSession, name: str, direct_url: str, prox
     return Row(name, d, p)
 
 
-def bench_settings(upstream_url: str, store_path: Path) -> Any:
+def bench_settings(upstream_url: str, store_path: Path, cache_mib: int | None = None,
+                   mmap_mib: int | None = None) -> Any:
     from config.settings import (
         CompactionSettings,
         LiteLLMParams,
@@ -71,10 +72,14 @@ def bench_settings(upstream_url: str, store_path: Path) -> Any:
     # A window large enough that a 100k history is forwarded as-is: this measures the proxy's
     # steady-state cost on resends, not the summariser.
     compaction = CompactionSettings(background=False)
+    default = StoreSettings()
+    store = StoreSettings(path=str(store_path),
+                          cache_mib=default.cache_mib if cache_mib is None else cache_mib,
+                          mmap_mib=default.mmap_mib if mmap_mib is None else mmap_mib)
     model = ModelEntry("gpt-4o-mini", LiteLLMParams("openai/gpt-4o-mini", upstream_url), 1_000_000,
                        compaction)
     return Settings(model_list=(model,), compaction=compaction,
-                    store=StoreSettings(path=str(store_path)),
+                    store=store,
                     server=ServerSettings(log_level="warning"))
 
 
@@ -84,7 +89,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
 
     fake = await FakeUpstream().start()
     with tempfile.TemporaryDirectory() as tmp:
-        proxy = TestServer(create_app(bench_settings(fake.url, Path(tmp) / "bench.db")))
+        settings = bench_settings(fake.url, Path(tmp) / "bench.db", args.cache_mib, args.mmap_mib)
+        proxy = TestServer(create_app(settings))
         await proxy.start_server()
         try:
             async with aiohttp.ClientSession() as http:
@@ -109,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", type=int, default=30, help="iterations, ~100k-token history")
     parser.add_argument("--ttfb", type=int, default=200, help="iterations, streaming TTFB")
     parser.add_argument("--tokens", type=int, default=100_000, help="history size in tokens")
+    parser.add_argument("--cache-mib", type=int, help="store.cache_mib (default: the setting's default)")
+    parser.add_argument("--mmap-mib", type=int, help="store.mmap_mib (default: the setting's default)")
     args = parser.parse_args(argv)
     rows = asyncio.run(run(args))
     print(f"{'scenario (ms)':<16}{'dir p50':>9}{'dir p99':>9}{'prx p50':>9}{'prx p99':>9}"

@@ -395,4 +395,4 @@ def _forwarded_step(previous: str, message: dict[str, Any]) -> str:
     return hashlib.sha256(previous.encode() + dumps_sorted(message)).hexdigest()
 
 
-_FORWARDED = RunningHashes(_forwarded_step)
+_FORWARDED = RunningHashes(_forwarded_step, name="forwarded_hashes")

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from config.errors import InvalidRequestError
+from store.running_hashes import kept
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
@@ -25,7 +26,8 @@ _PART_TYPES_BY_ROLE: dict[str, set[str]] = {
     "function": _TEXT_PART_TYPES, "user": _USER_PART_TYPES, "assistant": {"text", "refusal"},
 }
 _NO_CALLS: frozenset[str] = frozenset()
-MAX_VALID_BYTES = 8 * 1024 * 1024  # exact JSON of valid messages remembered (about 20 long histories)
+MAX_VALID_BYTES = 4 * 1024 * 1024  # valid messages remembered (about seven resent 100k-token histories)
+_VALID_OVERHEAD = 160  # an entry beyond its JSON: the bytes header 33, the ordered dict's slots ~120
 
 
 class ValidMessages:
@@ -52,11 +54,11 @@ class ValidMessages:
         with self._lock:
             for key in keys:
                 if key not in self._keys:
-                    self._keys[key] = None
-                    self._bytes += len(key)
+                    self._keys[kept(key)] = None  # right-sized: orjson's buffer is >= 4 KiB
+                    self._bytes += len(key) + _VALID_OVERHEAD
             while self._bytes > self._max and self._keys:
                 old, _ = self._keys.popitem(last=False)
-                self._bytes -= len(old)
+                self._bytes -= len(old) + _VALID_OVERHEAD
 
     @property
     def held_bytes(self) -> int:

@@ -20,7 +20,9 @@ from compaction.planner import grouped_entries
 from compaction.selection import Entry
 from store.models import StoredMessage
 
-MAX_RECORDS = 16_384  # records held across runs (they are the ones the store's row cache holds too)
+# Records held across runs: about 13 resent 100k-token histories. They are mostly the ones the store
+# keeps (store/prefix_rows.py); past its bound this keeps at most that many alive, with their entries.
+MAX_RECORDS = 4_096
 RunKey = tuple[str, int, int]  # (conversation id, first seq, first group key)
 
 

@@ -400,8 +400,11 @@ def _validate_ranges(settings: Settings) -> None:
               ("summarizer.timeout_s", settings.summarizer.timeout_s, 0.001, 3_600),
               ("summarizer.breaker_failures", settings.summarizer.breaker_failures, 1, 1_000),
               ("summarizer.breaker_reset_s", settings.summarizer.breaker_reset_s, 0.001, 86_400),
+              ("server.malloc_trim_s", settings.server.malloc_trim_s, 0, 86_400),
               ("store.busy_timeout_ms", settings.store.busy_timeout_ms, 0, 600_000),
-              ("store.lease_s", settings.store.lease_s, 1, 86_400))
+              ("store.lease_s", settings.store.lease_s, 1, 86_400),
+              ("store.cache_mib", settings.store.cache_mib, 1, 65_536),
+              ("store.mmap_mib", settings.store.mmap_mib, 0, 2_047))
     if settings.store.retention_days is not None:
         checks += (("store.retention_days", settings.store.retention_days, 0.001, 36_500),)
     for key, value, low, high in checks:

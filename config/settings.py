@@ -178,6 +178,10 @@ class StoreSettings:
     busy_timeout_ms: int = 5_000
     tenant_secret: str | None = field(default=None, repr=False)  # None: generated once, kept in meta
     retention_days: float | None = None  # conversations idle longer are deleted; None: kept forever
+    # SQLite memory per connection, both bounded: the page cache (heap) and the memory map of the
+    # file (0: off, reads go through the kernel's page cache, outside the process's RSS).
+    cache_mib: int = 2
+    mmap_mib: int = 0
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,7 @@ class ServerSettings:
     trusted_proxies: tuple[str, ...] = ()  # addresses/CIDRs whose X-Forwarded-For is believed
     log_level: str = "info"
     log_format: str = "json"  # json | console
+    malloc_trim_s: float = 10.0  # free heap pages given back to the OS this often (glibc); 0: never
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,11 @@ from config.settings import Settings
 from proxy import appkeys, upkeep
 from proxy.engine_host import EngineHost
 from proxy.engine_host import HostedEngine as EngineAPI
+from proxy.heap import heap_trim_ctx
 from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
 from proxy.observability.loop_lag import loop_lag_ctx
+from proxy.observability.memory import cache_fill
 from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
 from proxy.server import chat, messages, meta, passthrough, responses
@@ -63,6 +65,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory | None = Non
     app.cleanup_ctx.append(_engine(engine_factory or default_engine))
     app.cleanup_ctx.append(warmup_ctx)
     app.cleanup_ctx.append(loop_lag_ctx)
+    app.cleanup_ctx.append(heap_trim_ctx)
     _add_routes(app)
     return app
 
@@ -89,7 +92,8 @@ def _add_routes(app: web.Application) -> None:
 def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         app[appkeys.LOGGER] = make_logger(settings.server.log_level, settings.server.log_format, stream)
-        app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)))
+        app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)),
+                                       caches=lambda: cache_fill(app.get(appkeys.STORE)))
         app[appkeys.WINDOWS] = WindowResolver(settings)
         yield
 

@@ -22,19 +22,17 @@ _savepoints = itertools.count()
 CheckpointMode = Literal["PASSIVE", "TRUNCATE"]
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024  # a reset WAL is truncated back to this size at most
 TRUNCATE_BUSY_MS = 250  # a TRUNCATE checkpoint gives up (retried later) rather than stall writers
-# Memory-mapped reads keep FTS5 page lookups off the syscall path (search p99 ~22 -> ~10 ms). The
-# mapped pages count in the process's RSS (RssFile, clean file pages the kernel can drop) as they are
-# touched: at most this much, however large the store grows.
-MMAP_SIZE = 256 * 1024 * 1024
-# The page cache (heap: RssAnon) at most this many KiB per connection; SQLite's own default, stated.
-CACHE_SIZE_KIB = 2000
+MIB = 1024 * 1024
 
 
-def open_database(path: str, busy_timeout_ms: int, *, autocheckpoint: bool = True) -> sqlite_utils.Database:
+def open_database(path: str, busy_timeout_ms: int, *, autocheckpoint: bool = True, cache_mib: int = 2,
+                  mmap_mib: int = 0) -> sqlite_utils.Database:
     """Open (creating the parent directory) with WAL, busy_timeout, foreign keys; run migrations.
 
     `autocheckpoint=False` leaves WAL checkpoints to `checkpoint()` (a server runs it off the
     request path): SQLite's automatic checkpoint otherwise syncs inside a request's commit.
+    `cache_mib` bounds SQLite's page cache (heap); `mmap_mib` the file's memory map, whose touched
+    pages count in the process's RSS (0: no map; pages are read into the page cache instead).
     """
     from store.migrations import apply_migrations  # migrations import transaction() from here
 
@@ -49,8 +47,8 @@ def open_database(path: str, busy_timeout_ms: int, *, autocheckpoint: bool = Tru
         # Deleted content is overwritten with zeros: a deleted conversation leaves no text in the file.
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
-        conn.execute(f"PRAGMA mmap_size = {MMAP_SIZE}")
-        conn.execute(f"PRAGMA cache_size = -{CACHE_SIZE_KIB}")
+        conn.execute(f"PRAGMA mmap_size = {int(mmap_mib) * MIB}")
+        conn.execute(f"PRAGMA cache_size = -{int(cache_mib) * 1024}")  # negative: KiB, not pages
         if not autocheckpoint:
             conn.execute("PRAGMA wal_autocheckpoint = 0")
     except sqlite3.Error as exc:

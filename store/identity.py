@@ -124,7 +124,7 @@ def _chain_step(previous: str, m: dict[str, Any]) -> str:
 
 
 # Chain hashes of recently seen messages (a resent history is looked up, not re-encoded and hashed).
-CHAINS = RunningHashes(_chain_step)
+CHAINS = RunningHashes(_chain_step, name="chain_hashes")
 
 
 def chain_of(msgs: Sequence[dict[str, Any]], keys: Sequence[bytes | None] | None = None) -> list[str]:

@@ -29,6 +29,7 @@ from store.running_hashes import exact_keys
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
                 "created_at")
 TAIL_HASHES = 4  # newest chain hashes asked first when matching a request without an external id
+_SHARED = {s: s for s in ("system", "developer", "user", "assistant", "tool", "function", "client", "reply")}
 
 
 class Cursor(Protocol):
@@ -148,10 +149,11 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], up
         prefix = found
     made = cache.made(cid) if cache is not None else NOTHING_MADE
     out = list(made.leading(prefix, keys))
+    leading = len(out)
     out += [made.reusable(r[2], r, keys[r[2]]) or _prefix_message(r, messages[r[2]])
-            for r in prefix[len(out):]]
+            for r in prefix[leading:]]
     if cache is not None:
-        cache.keep(cid, tuple(prefix), Made.of(tuple(prefix), tuple(keys[:len(out)]), tuple(out)))
+        cache.keep(cid, tuple(prefix), Made.of(tuple(prefix), keys[:len(out)], tuple(out), made, leading))
     newly_pinned = [s.id for s, r in zip(out, prefix, strict=True)
                     if messages[r[2]].get("pinned") and not r[7]]
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later
@@ -162,10 +164,13 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], up
 
 
 def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
-    """Stored rows seq start..upto-1 as plain tuples (`_MSG_COLUMNS` order)."""
+    """Stored rows seq start..upto-1 as plain tuples (`_MSG_COLUMNS` order). The conversation id, role
+    and source are shared strings, not one copy per row: rows are kept (store/prefix_rows.py)."""
     found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
                 "AND seq >= :start AND seq < :upto ORDER BY seq", {"cid": cid, "start": start, "upto": upto})
-    return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]) for r in found]
+    shared = _SHARED.get
+    return [(r[0], cid, r[2], shared(r[3], r[3]), r[4], r[5], r[6], r[7], shared(r[8], r[8]), r[9])
+            for r in found]
 
 
 def _prefix_message(r: Any, m: dict[str, Any]) -> StoredMessage:

@@ -10,7 +10,7 @@ Beside the rows, the StoredMessages ingest made of them last time, each with the
 request message its body came from (store/running_hashes.py `exact_keys`): a resent message with the
 same exact JSON over the same row (its `pinned` flag included) is that same record, so it is reused
 instead of being built again. A record's body is never handed to a provider (the engine forwards the
-request's own dicts), only read.
+request's own dicts), only read. Kept keys are right-sized copies (store/running_hashes.py `kept`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.models import StoredMessage
+from store.running_hashes import kept
 
 Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
-MAX_ROWS = 16_384  # about 7 MiB of rows at most: some 50 resent 100k-token histories
-MAX_MADE_BYTES = 16 * 1024 * 1024  # exact JSON behind the records kept (records ~ twice that)
+MAX_ROWS = 16_384  # some 50 resent 100k-token histories
+# Bytes one kept row costs at most: the tuple, its ints and float, two 64-hex hashes (the conversation
+# id, role and source strings are shared; tests/store/test_prefix_rows.py measures it). 7 MiB in all.
+ROW_BYTES = 448
+# Bytes of one kept record beyond its message's JSON, which it holds twice (the key, and the body's
+# strings): the record and its attribute dict, the body dict (tests/store/test_prefix_rows.py).
+RECORD_BYTES = 1_024
+MAX_MADE_BYTES = 6 * 1024 * 1024  # the records: about six resent 100k-token histories
 _ID, _SEQ, _CHAIN, _PINNED = 0, 2, 5, 7
 
 
@@ -36,12 +43,20 @@ class Made:
     rows: tuple[Row, ...]  # what the records were made of
     keys: tuple[bytes | None, ...]
     messages: tuple[StoredMessage, ...]
-    size: int  # bytes of exact JSON behind the records (what the byte bound counts)
+    size: int  # what the records cost in bytes, estimated (RECORD_BYTES and their JSON twice)
 
     @classmethod
-    def of(cls, rows: tuple[Row, ...], keys: tuple[bytes | None, ...],
-           messages: tuple[StoredMessage, ...]) -> Made:
-        return cls(rows, keys, messages, sum(len(k) for k in keys if k is not None))
+    def of(cls, rows: tuple[Row, ...], keys: Sequence[bytes | None], messages: tuple[StoredMessage, ...],
+           before: Made, leading: int = 0) -> Made:
+        """The records of `rows` made from messages with exact JSON `keys`. A record reused from
+        `before` keeps its key as kept there (the first `leading` ones are, by position); the
+        others' keys are copied right-sized."""
+        held = before.keys[:leading] + tuple(
+            before.keys[i] if i < len(before.messages) and before.messages[i] is m else None if k is None
+            else kept(k) for i, k, m in zip(range(leading, len(messages)), keys[leading:], messages[leading:],
+                                            strict=True))
+        size = sum(2 * len(k) for k in held if k is not None) + RECORD_BYTES * len(messages)
+        return cls(rows, held, messages, size)
 
     def leading(self, rows: Sequence[Row], keys: Sequence[bytes | None]) -> tuple[StoredMessage, ...]:
         """The records of the leading `rows` in one go, when they are the very rows the records were
@@ -135,4 +150,13 @@ class PrefixRows:
 
     @property
     def held_bytes(self) -> int:
+        """What the rows (estimated from ROW_BYTES) and the records held cost."""
+        return self._rows * ROW_BYTES + self._bytes
+
+    @property
+    def made_bytes(self) -> int:
         return self._bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max * ROW_BYTES + self._max_bytes

@@ -6,7 +6,11 @@ and a sha256 per message. A message seen before after the same previous hash has
 hash, so it is looked up instead. The key is the message's orjson encoding as received (insertion
 order kept): equal bytes mean equal JSON values (a different key order is only a miss). A message
 holding anything but dicts, lists, strings, ints, booleans and nulls (a float, say) is not memoised.
-Bounded in bytes of keys held, least recently used first out.
+With a run key (a conversation, say), the last sequence hashed under it is kept too, and a resend is
+compared with it in order first (nothing hashed or looked up for the leading messages they share).
+Bounded in bytes held (keys, values and the memo's own structures), least recently used first out.
+orjson's output is a buffer of at least 4 KiB whatever its length (3.12 on): a key is kept as a
+right-sized copy, or a 60-byte message would hold 4 KiB and the bound would understate memory 15-fold.
 """
 
 from __future__ import annotations
@@ -22,9 +26,15 @@ import orjson
 from store.fastjson import is_plain
 
 Step = Callable[[str, dict[str, Any]], str]  # (previous hash, message) -> this message's running hash
-MAX_KEY_BYTES = 8 * 1024 * 1024  # about 20 resent 100k-token histories
-MAX_RUN_BYTES = 8 * 1024 * 1024  # the last sequence of each run key, about 20 such histories
-_ENTRY_OVERHEAD = 160  # bytes of a memo entry beyond its message (tuple, hash string, dict slot)
+MAX_KEY_BYTES = 8 * 1024 * 1024  # about 14 resent 100k-token histories (500 messages of ~800 bytes)
+MAX_RUN_BYTES = 4 * 1024 * 1024  # the last sequence of each run key: about 7 such histories
+# Bytes of a memo entry beyond its message's JSON, measured (tests/store/test_running_hashes.py):
+# the key tuple 56, the bytes header 33, the 64-hex hash string 113, the ordered dict ~180 (its
+# tables are sized for the churn of an LRU: deleted slots linger until the next resize).
+_ENTRY_OVERHEAD = 384
+# A run's message beyond its JSON: the bytes header 33, two tuple slots 16, its hash string 113 (when
+# the memo has let it go).
+_RUN_ENTRY_OVERHEAD = 168
 
 
 def exact_json(message: Any) -> bytes | None:
@@ -43,9 +53,22 @@ def exact_keys(messages: Sequence[Any]) -> list[bytes | None]:
     return [exact_json(m) for m in messages]
 
 
+def kept(key: bytes) -> bytes:
+    """A right-sized copy of an orjson key, for holding past the request (its buffer is >= 4 KiB)."""
+    return bytes(memoryview(key))
+
+
+_NAMED: dict[str, RunningHashes] = {}  # the process's memos, by name (reported by /metrics)
+
+
+def named() -> dict[str, RunningHashes]:
+    """The memos created with a name (one per kind of running hash in the process)."""
+    return dict(_NAMED)
+
+
 @dataclass(frozen=True)
 class _Run:
-    """The last sequence hashed under one run key: a resend is compared with it position by position."""
+    """The last sequence hashed under one run key (its keys right-sized)."""
 
     previous: str
     keys: tuple[bytes | None, ...]
@@ -54,14 +77,12 @@ class _Run:
 
 
 class RunningHashes:
-    """`over(messages)`: the running hash of each message under `step`, memoised; thread-safe.
+    """`over(messages)`: the running hash of each message under `step`, memoised; thread-safe."""
 
-    With a `run` key (a conversation, say), the last sequence hashed under it is kept too, and a
-    later one sharing its leading exact JSON takes those hashes as they are (compared in order,
-    nothing hashed or looked up); the rest goes through the memo. Runs are bounded in bytes too."""
-
-    def __init__(self, step: Step, max_bytes: int = MAX_KEY_BYTES,
+    def __init__(self, step: Step, max_bytes: int = MAX_KEY_BYTES, *, name: str | None = None,
                  max_run_bytes: int = MAX_RUN_BYTES) -> None:
+        if name is not None:
+            _NAMED[name] = self
         self._step = step
         self._memo: OrderedDict[tuple[str, bytes], str] = OrderedDict()
         self._bytes = 0
@@ -73,9 +94,10 @@ class RunningHashes:
 
     def over(self, messages: Sequence[dict[str, Any]], previous: str = "",
              keys: Sequence[bytes | None] | None = None, run: Hashable | None = None) -> list[str]:
-        """`keys`: the messages' `exact_keys` when the caller has them already."""
+        """`keys`: the messages' `exact_keys` when the caller has them already; `run`: compare with
+        (and then keep) the last sequence hashed under this key."""
         keys = exact_keys(messages) if keys is None else keys
-        out = self._resumed(run, previous, keys) if run is not None else []
+        shared_keys, out = self._resumed(run, previous, keys) if run is not None else ((), [])
         missed: list[tuple[tuple[str, bytes], str]] = []
         memo = self._memo
         last = out[-1] if out else previous
@@ -94,22 +116,23 @@ class RunningHashes:
             for key, value in missed:
                 self._remember(key, value)
             if run is not None:
-                self._keep_run(run, _Run(previous, tuple(keys), tuple(out),
-                                         sum(len(k) for k in keys if k is not None) + _ENTRY_OVERHEAD))
+                self._keep_run(run, _run(previous, shared_keys, keys, out))
         return out
 
-    def _resumed(self, run: Hashable, previous: str, keys: Sequence[bytes | None]) -> list[str]:
-        """The hashes of the leading messages the run's last sequence shares with `keys`."""
+    def _resumed(self, run: Hashable, previous: str,
+                 keys: Sequence[bytes | None]) -> tuple[tuple[bytes | None, ...], list[str]]:
+        """The leading keys the run's last sequence shares with `keys` (its own right-sized copies),
+        and their hashes."""
         with self._lock:
             seen = self._runs.get(run)
         if seen is None or seen.previous != previous:
-            return []
+            return (), []
         shared = 0
         for old, new in zip(seen.keys, keys, strict=False):
             if old is None or old != new:
                 break
             shared += 1
-        return list(seen.hashes[:shared])
+        return seen.keys[:shared], list(seen.hashes[:shared])
 
     def _keep_run(self, run: Hashable, made: _Run) -> None:
         old = self._runs.pop(run, None)
@@ -125,6 +148,7 @@ class RunningHashes:
     def _remember(self, key: tuple[str, bytes], value: str) -> None:
         if key in self._memo:
             return
+        key = (key[0], kept(key[1]))  # right-sized: orjson's buffer is >= 4 KiB
         self._memo[key] = value
         self._bytes += len(key[1]) + _ENTRY_OVERHEAD
         while self._bytes > self._max and self._memo:
@@ -133,7 +157,12 @@ class RunningHashes:
 
     @property
     def held_bytes(self) -> int:
-        return self._bytes
+        """The memo's bytes and the runs'."""
+        return self._bytes + self._run_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max + self._max_run
 
     @property
     def run_bytes(self) -> int:
@@ -141,3 +170,12 @@ class RunningHashes:
 
     def __len__(self) -> int:
         return len(self._memo)
+
+
+def _run(previous: str, shared: tuple[bytes | None, ...], keys: Sequence[bytes | None],
+         hashes: list[str]) -> _Run:
+    """The run to keep: the keys it shared with the last one as they were kept, the rest copied."""
+    fresh = tuple(None if k is None else kept(k) for k in keys[len(shared):])
+    held = shared + fresh
+    size = sum(len(k) for k in held if k is not None) + _RUN_ENTRY_OVERHEAD * (len(held) + 1)
+    return _Run(previous, held, tuple(hashes), size)

@@ -7,10 +7,12 @@ here (`observe_compaction`, `observe_summarizer`, `recall_call`, ...) instead of
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from store.models import CompactionEvent
 
@@ -34,7 +36,10 @@ METRIC_NAMES = (
     "ctxproxy_prefix_checked_requests_total",
     "ctxproxy_store_size_bytes",
     "ctxproxy_event_loop_lag_seconds",
+    "ctxproxy_cache_bytes",
+    "ctxproxy_cache_limit_bytes",
 )
+CacheFill = Callable[[], Mapping[str, tuple[int, int]]]  # cache name -> (bytes held, bound in bytes)
 CIRCUIT_STATES = {"closed": 0, "half-open": 1, "half_open": 1, "open": 2}
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _UNUSED_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1)
@@ -46,11 +51,36 @@ def _c(name: str, doc: str, reg: CollectorRegistry, labels: tuple[str, ...] = ()
     return Counter(name.removesuffix("_total"), doc, labels, registry=reg)
 
 
+class _Caches(Collector):
+    """The bounded in-process caches, read when /metrics is scraped: bytes held and their bound."""
+
+    def __init__(self, fill: CacheFill) -> None:
+        self._fill = fill
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return self._families({})
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        return self._families(self._fill())
+
+    @staticmethod
+    def _families(fill: Mapping[str, tuple[int, int]]) -> Iterator[GaugeMetricFamily]:
+        held = GaugeMetricFamily("ctxproxy_cache_bytes", "Bytes an in-process cache holds (estimated)",
+                                 labels=["cache"])
+        bound = GaugeMetricFamily("ctxproxy_cache_limit_bytes", "The bound of an in-process cache, in bytes",
+                                  labels=["cache"])
+        for name, (used, limit) in sorted(fill.items()):
+            held.add_metric([name], used)
+            bound.add_metric([name], limit)
+        yield held
+        yield bound
+
+
 class Metrics:
     """All ctxproxy metrics, created on `registry` (one per app, so tests never collide)."""
 
     def __init__(self, registry: CollectorRegistry | None = None,
-                 store_size: Callable[[], float] | None = None) -> None:
+                 store_size: Callable[[], float] | None = None, caches: CacheFill | None = None) -> None:
         reg = registry if registry is not None else CollectorRegistry()
         self.registry = reg
         self.requests = _c("ctxproxy_requests_total", "HTTP requests by route and status", reg,
@@ -95,6 +125,7 @@ class Metrics:
         self.store_size = Gauge("ctxproxy_store_size_bytes", "store size on disk (SQLite: db + WAL)",
                                 registry=reg)
         self.store_size.set_function(store_size or (lambda: 0.0))
+        reg.register(_Caches(caches or dict))
 
     def observe_request(self, route: str, status: int) -> None:
         self.requests.labels(route=route, status=str(status)).inc()

@@ -18,7 +18,7 @@ TINY: dict[str, Any] = {
     "cpu": cpu_scaling.Plan(sizes=(600, 3_000), min_requests=2, max_requests=2, min_cpu_s=0.0, warmup=1,
                             settle_s=0.0),
     "memory": memory.Plan(requests=40, warmup=8, conversations=10, concurrency=4, sample_every=10,
-                          max_s=120),
+                          max_s=120, fill_max=8, fill_step=4),
     "search": (400, 6, 2),
     "store": store_soak.Plan(requests=40, conversations=8, concurrency=4),
     "scale_out": 40,
@@ -47,6 +47,7 @@ def test_every_table_is_printed(tiny_run: dict[str, Any], capsys: pytest.Capture
     assert out.count("linear fit: cpu ms/req =") == 2
     assert "MiB per 1k requests" in out and "rss every 10 requests (MiB):" in out
     assert "anon every 10 requests (MiB):" in out and "store mmap:" in out and "plateau (first half" in out
+    assert "caches after warm-up (NOT full): chain_hashes " in out
 
 
 def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
@@ -63,6 +64,10 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert all(s["anon"] > 0 and s["file"] > 0 and s["rss"] >= s["anon"] for s in memory["samples"])
     assert 0 <= memory["after"]["db_mapped"] <= memory["after"]["file"] and memory["after"]["db_file"] > 0
     assert memory["unmapped_growth_mb"] == pytest.approx(memory["growth_mb"] - memory["db_mapped_growth_mb"])
+    assert memory["warmup"] == 16 and not memory["caches_full"]  # tiny: the fill stops at fill_max
+    assert set(memory["caches_warm"]) == {"chain_hashes", "forwarded_hashes", "prefix_rows"}
+    assert all(0 < held <= bound for held, bound in memory["caches_after"].values())
+    assert (memory["mmap_mib"], memory["after"]["db_mapped"]) == (0, 0)  # no map: nothing of the file in RSS
     assert all(v is not None for v in memory["plateau"].values())  # halves at 20 and 40 requests
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
     assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "resent 100k-token history",

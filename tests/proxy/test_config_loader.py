@@ -93,6 +93,10 @@ def test_no_file_gives_defaults() -> None:
     ("recall:\n  search_limit: 0\n", "recall.search_limit: must be between 1 and 100, got 0"),
     ("summarizer:\n  timeout_s: 0\n", "summarizer.timeout_s: must be between"),
     ("summarizer:\n  breaker_failures: 0\n", "summarizer.breaker_failures: must be between"),
+    ("store:\n  cache_mib: 0\n", "store.cache_mib: must be between 1 and 65536, got 0"),
+    ("store:\n  mmap_mib: -1\n", "store.mmap_mib: must be between 0 and 2047, got -1"),
+    ("store:\n  mmap_mib: 4096\n", "store.mmap_mib: must be between 0 and 2047, got 4096"),
+    ("store:\n  cache_mib: 2.5\n", "store.cache_mib: expected an integer, got float"),
 ])
 def test_errors_name_the_key_path(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -129,6 +133,16 @@ def test_env_overrides_are_typed(tmp_path: Path) -> None:
     assert (s.store.path, s.server.port, s.compaction.fresh_tail_count) == ("/data/c.db", 9001, 5)
     assert s.server.admin_key == "adm" and s.compaction.background is False
     assert s.model_list[0].compaction.fresh_tail_count == 5
+
+
+def test_store_memory_bounds_default_and_env(tmp_path: Path) -> None:
+    """SQLite's page cache and memory map: 2 MiB and off by default, set in the file or the env."""
+    assert (load_settings(None, {}).store.cache_mib, load_settings(None, {}).store.mmap_mib) == (2, 0)
+    s = load_settings(write(tmp_path, "store:\n  cache_mib: 16\n  mmap_mib: 64\n"),
+                      {"CTXPROXY_STORE__MMAP_MIB": "256"})
+    assert (s.store.cache_mib, s.store.mmap_mib) == (16, 256)
+    with pytest.raises(ConfigError, match="CTXPROXY_STORE__CACHE_MIB: expected an integer"):
+        load_settings(None, {"CTXPROXY_STORE__CACHE_MIB": "lots"})
 
 
 def test_env_override_beats_file_and_config_path_comes_from_env(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,7 @@ from config.settings import StoreSettings
 from store.identity import chain_hashes
 from store.interface import StoreBackend, TenantAccess
 from store.models import StoredMessage
-from store.prefix_rows import Made, PrefixRows
+from store.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, NOTHING_MADE, ROW_BYTES, Made, PrefixRows
 from store.store import Store
 from tests.store.store_helpers import TokenCounter, history
 
@@ -80,6 +82,29 @@ def test_the_bound_drops_the_least_recently_used() -> None:
     assert cache.leading("huge", chain, 4) == () and cache.held <= 10
 
 
+def test_a_kept_row_costs_at_most_row_bytes(store: StoreBackend, alice: TenantAccess) -> None:
+    """What the cache holds after resends, measured (tracemalloc), is within its stated bound per row."""
+    histories = [history(50, topic=f"topic {c}") for c in range(20)]
+    for msgs in histories:
+        alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=lambda m: 5)
+    rows: PrefixRows = store.prefix_rows  # type: ignore[attr-defined]
+    rows.forget()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for msgs in histories:  # resends: every stored row read once, and kept
+            alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=lambda m: 5)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert rows.held == 20 * 101 and rows.made_bytes > 0  # the rows, and the records made of them
+    assert grown <= rows.held_bytes
+    assert rows.held_bytes == rows.held * ROW_BYTES + rows.made_bytes
+    assert rows.max_bytes == MAX_ROWS * ROW_BYTES + MAX_MADE_BYTES
+
+
 def test_a_resend_reuses_the_records_it_made(alice: TenantAccess, counter: TokenCounter) -> None:
     msgs = history(4)
     alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter)
@@ -108,19 +133,21 @@ def _made(cid: str, n: int, size: int) -> tuple[tuple[tuple[Any, ...], ...], Mad
     rows = _rows(cid, chain)
     records = tuple(StoredMessage(id=r[0], conversation_id=cid, seq=r[2], role="user", message={},
                                   token_count=5, chain_hash=r[5], content_hash="c") for r in rows)
-    return rows, Made.of(rows, tuple(b"x" * size for _ in rows), records)
+    return rows, Made.of(rows, tuple(b"x" * size for _ in rows), records, NOTHING_MADE)
 
 
 def test_records_are_bounded_in_bytes() -> None:
-    cache = PrefixRows(max_rows=1_000, max_made_bytes=1_000)
+    one = _made("x", 4, 100)[1].size
+    cache = PrefixRows(max_rows=1_000, max_made_bytes=2 * one + one // 2)
     for cid in ("a", "b", "c"):
-        cache.keep(cid, *_made(cid, 4, 100))  # 400 bytes each
-    assert cache.held_bytes <= 1_000 and cache.made("a").messages == ()  # the oldest went first
+        cache.keep(cid, *_made(cid, 4, 100))
+    assert cache.made_bytes <= 2 * one + one // 2 and cache.made("a").messages == ()  # the oldest first
     assert len(cache.made("c").messages) == 4
-    rows, made = _made("big", 4, 300)  # 1,200 bytes: its rows are kept, its records are not
+    rows, made = _made("big", 12, 100)  # over the bound alone: its rows are kept, its records are not
     cache.keep("big", rows, made)
-    assert cache.made("big").messages == () and len(cache.leading("big", [r[5] for r in rows], 4)) == 4
-    assert cache.held_bytes <= 1_000
+    assert cache.made("big").messages == () and len(cache.leading("big", [r[5] for r in rows], 12)) == 12
+    assert cache.made_bytes <= 2 * one + one // 2
+    assert cache.held_bytes == cache.held * ROW_BYTES + cache.made_bytes
 
 
 def test_records_are_reused_only_over_the_same_rows_and_bytes() -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import tracemalloc
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,7 +48,7 @@ def test_the_memo_is_used_and_bounded() -> None:
         steps.append(m["content"])
         return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
 
-    memo = RunningHashes(step, max_bytes=2_000)
+    memo = RunningHashes(step, max_bytes=4_000)
     history = [{"role": "user", "content": f"message {i}"} for i in range(5)]
     first = memo.over(history)
     assert memo.over(history) == first and len(steps) == 5  # the resend is looked up
@@ -53,11 +56,33 @@ def test_the_memo_is_used_and_bounded() -> None:
     assert steps[-1] == "new" and len(steps) == 6
     for i in range(100):
         memo.over([{"role": "user", "content": f"other {i}" * 10}])
-    assert memo.held_bytes <= 2_000
+    assert memo.held_bytes <= 4_000
     floats = [{"role": "user", "content": "x", "weight": 0.5}]
     memo.over(floats)
     memo.over(floats)
     assert steps[-2:] == ["x", "x"]  # a float is never memoised, always computed
+
+
+@pytest.mark.parametrize("words", [1, 30, 300])  # ~40-byte to ~9 KiB messages
+def test_the_bound_holds_in_real_bytes(words: int) -> None:
+    """Filled far past its bound, the memo holds about `max_bytes` (tracemalloc), not a multiple of it:
+    orjson hands out >= 4 KiB buffers, which a kept key must not be."""
+    def step(previous: str, m: dict[str, Any]) -> str:
+        return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        memo = RunningHashes(step, max_bytes=1 << 20, max_run_bytes=0)
+        for c in range(600):
+            memo.over([{"role": "user", "content": f"conv {c}: turn {i} " * words} for i in range(10)])
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert memo.held_bytes <= memo.max_bytes == 1 << 20
+    assert 0.75 * memo.max_bytes <= held <= 1.25 * memo.max_bytes
 
 
 @settings(max_examples=150)
@@ -88,3 +113,26 @@ def test_a_run_is_compared_in_order_and_bounded() -> None:
     for i in range(50):
         memo.over([{"role": "user", "content": f"other {i}" * 20}], run=f"r{i}")
     assert memo.run_bytes <= 3_000
+
+
+def test_runs_hold_their_bound_in_real_bytes() -> None:
+    """Kept runs are right-sized copies of the request's keys: what they hold, measured, is about
+    what they count, not orjson's 4 KiB buffers."""
+    def step(previous: str, m: dict[str, Any]) -> str:
+        return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        memo = RunningHashes(step, max_bytes=0, max_run_bytes=1 << 20)  # runs only
+        for c in range(300):
+            history = [{"role": "user", "content": f"conv {c}: turn {i} " * 3} for i in range(40)]
+            memo.over(history, run=c)
+            memo.over([*history, {"role": "user", "content": "more"}], run=c)  # shares 40, copies 1
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert memo.run_bytes <= 1 << 20
+    assert 0.5 * memo.run_bytes <= held <= 1.25 * memo.run_bytes

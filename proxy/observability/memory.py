@@ -1,0 +1,20 @@
+"""The process's bounded caches, each with the bytes it holds and its bound (for /metrics and the bench).
+
+Request-path caches only (the ones that fill with traffic): the running-hash memos
+(store/running_hashes.py) and the store's stored-prefix rows (store/prefix_rows.py). SQLite's own page
+cache is bounded by `store.cache_mib`, its memory map by `store.mmap_mib` (README "Memory").
+"""
+
+from __future__ import annotations
+
+from store import running_hashes
+from store.prefix_rows import PrefixRows
+
+
+def cache_fill(store: object | None) -> dict[str, tuple[int, int]]:
+    """Cache name -> (bytes held, bound in bytes); `store`'s prefix rows when it keeps them."""
+    out = {name: (memo.held_bytes, memo.max_bytes) for name, memo in running_hashes.named().items()}
+    rows = getattr(store, "prefix_rows", None)
+    if isinstance(rows, PrefixRows):
+        out["prefix_rows"] = (rows.held_bytes, rows.max_bytes)
+    return out
