@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -132,12 +132,15 @@ class Database:
         return Result(found, int(found[-1][0]) if returns_id and found else None)
 
     @contextmanager
-    def transaction(self, *lock_keys: str, durable: bool = True) -> Iterator[None]:
+    def transaction(self, *lock_keys: str, durable: bool = True,
+                    settings: Mapping[str, str] | None = None) -> Iterator[None]:
         """All-or-nothing; nests through savepoints. The outermost one first waits for each key's
         advisory lock in the order given (held until it ends), so writers of one key serialise
         across processes; BEGIN and the locks go in one round trip. `durable=False` commits without
         waiting for the WAL flush (a server crash may lose the last moments of such commits: for
-        records that are reports, never conversation data)."""
+        records that are reports, never conversation data). `settings` are server settings for this
+        transaction only (`SET LOCAL`, sent with BEGIN). Like `durable`, both are the outermost
+        block's: a nested block keeps its transaction's."""
         with self.lock:
             if self._depth:
                 with self._nested():
@@ -147,7 +150,7 @@ class Database:
             self._depth += 1
             try:
                 try:
-                    self._begin(lock_keys, durable)
+                    self._begin(lock_keys, durable, settings or {})
                     yield
                 except BaseException:
                     self._end("ROLLBACK")
@@ -171,11 +174,13 @@ class Database:
         finally:
             self._depth -= 1
 
-    def _begin(self, lock_keys: Sequence[str], durable: bool) -> None:
-        """BEGIN, the commit mode and the advisory locks as one simple-protocol script."""
+    def _begin(self, lock_keys: Sequence[str], durable: bool, settings: Mapping[str, str]) -> None:
+        """BEGIN, the commit mode, the settings and the advisory locks as one simple-protocol script."""
         parts: list[pgsql.Composable] = [pgsql.SQL("BEGIN")]
         if not durable:
             parts.append(pgsql.SQL("SET LOCAL synchronous_commit = off"))
+        parts += [pgsql.SQL("SET LOCAL {} = {}").format(pgsql.Identifier(name), pgsql.Literal(value))
+                  for name, value in settings.items()]
         parts += [pgsql.SQL("SELECT pg_advisory_xact_lock(hashtextextended({}, 0))").format(pgsql.Literal(k))
                   for k in lock_keys]
         self.conn.execute(pgsql.SQL("; ").join(parts))

@@ -18,6 +18,13 @@ from store.models import SearchHit, SearchQuery
 from store.postgres.pattern import Compiled, compile_pg
 from store.search import Filters
 
+# Every search statement's plan: its scope's GIN index, never a sequential scan (the planner prices
+# ILIKE and @@ per row like `=`, and picks reading every row where the index is 5-10x faster); no
+# parallel workers or JIT (their start-up costs more than a few thousand heap rows, and a large
+# tenant's estimates would cross the thresholds); custom plans only (a generic plan cannot fold the
+# query words into a constant, so it would unaccent them again for every row it ranks).
+SETTINGS = {"enable_seqscan": "off", "max_parallel_workers_per_gather": "0", "jit": "off",
+            "plan_cache_mode": "force_custom_plan"}
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=6, ShortWord=0, FragmentDelimiter=…"
 _SNIPPET_CHARS = 48
 
@@ -37,19 +44,25 @@ def _match(c: Compiled, alias: str, column: str) -> tuple[str, str]:
     return cond, f"-(word_similarity(:terms, {alias}.{column}) + 1e-6)"
 
 
-def _sql(c: Compiled, table: str, alias: str, column: str, columns: str, where: str) -> str:
+def _sql(c: Compiled, table: str, alias: str, key: str, column: str, columns: str, where: str) -> str:
+    """One statement per scope: candidates, then their ranking, then snippets of the returned rows.
+
+    `matched` reads the scope's matches from its GIN index (tenant, conversation and role are index
+    columns, so only this tenant's matching rows are fetched); MATERIALIZED keeps the planner from
+    walking `key` newest first and testing every row against the pattern instead. Only (key, ctid)
+    pairs are kept; the newest N are re-read by ctid (a TID scan, no index descent) and ranked, and
+    only the `limit` best get a snippet.
+    """
     cond, rank = _match(c, alias, column)
-    snippet = (f"ts_headline('simple', {alias}.{column}, ({c.expr}), '{_HEADLINE}')" if c.mode == "words"
-               else f"{alias}.{column}")
-    # Matches come from the GIN index first (MATERIALIZED: the planner must not walk the primary key
-    # newest first, testing every row against the pattern), then the newest N are kept.
-    return (f"WITH matched AS MATERIALIZED (SELECT {alias}.id FROM {table} {alias} "
-            f"WHERE {where} AND {cond}), cand AS (SELECT id FROM matched ORDER BY id DESC LIMIT :n), "
-            f"hit AS (SELECT {alias}.id, {rank} AS rank FROM {table} {alias} "
-            f"WHERE {alias}.tenant_id = :tenant AND {alias}.id IN (SELECT id FROM cand) "
-            f"ORDER BY rank, {alias}.id LIMIT :limit) "
-            f"SELECT {columns}, hit.rank AS rank, {snippet} AS snippet FROM hit JOIN {table} {alias} "
-            f"ON {alias}.id = hit.id AND {alias}.tenant_id = :tenant ORDER BY hit.rank")
+    snippet = (f"ts_headline('simple', hit.body, ({c.expr}), '{_HEADLINE}')" if c.mode == "words"
+               else "hit.body")
+    return (f"WITH matched AS MATERIALIZED (SELECT {alias}.{key} AS k, {alias}.ctid AS tid FROM {table} "
+            f"{alias} WHERE {where} AND {cond}), "
+            f"cand AS (SELECT tid FROM matched ORDER BY k DESC LIMIT :n) "
+            f"SELECT hit.*, {snippet} AS snippet FROM (SELECT {columns}, {alias}.{column} AS body, "
+            f"{rank} AS rank, {alias}.{key} AS k FROM {table} {alias} "
+            f"WHERE {alias}.ctid = ANY (ARRAY(SELECT tid FROM cand)) AND {alias}.tenant_id = :tenant "
+            f"ORDER BY rank, k LIMIT :limit) AS hit ORDER BY hit.rank, hit.k")
 
 
 def _snippet(c: Compiled, text: str) -> str:
@@ -71,7 +84,7 @@ def _params(c: Compiled, params: dict[str, Any]) -> dict[str, Any]:
 
 def _message_hits(run: Runner, c: Compiled, f: Filters) -> list[SearchHit]:
     where, params = _where(f, "m", with_role=True)
-    sql = _sql(c, "messages", "m", "text", "m.id, m.conversation_id, m.role, m.created_at", where)
+    sql = _sql(c, "messages", "m", "id", "text", "m.id, m.conversation_id, m.role, m.created_at", where)
     return [SearchHit(kind="message", id=str(r["id"]), conversation_id=r["conversation_id"],
                       rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), role=r["role"],
                       created_at=r["created_at"]) for r in run(sql, _params(c, params))]
@@ -79,10 +92,8 @@ def _message_hits(run: Runner, c: Compiled, f: Filters) -> list[SearchHit]:
 
 def _summary_hits(run: Runner, c: Compiled, f: Filters) -> list[SearchHit]:
     where, params = _where(f, "s", with_role=False)
-    # summaries' key is `num`; the SQL reads `id`, so alias it through a sub-select
-    table = "(SELECT num AS id, id AS sid, tenant_id, conversation_id, depth, content, created_at, tsv " \
-            "FROM summaries WHERE tenant_id = :tenant)"
-    sql = _sql(c, table, "s", "content", "s.sid, s.conversation_id, s.depth, s.created_at", where)
+    sql = _sql(c, "summaries", "s", "num", "content", "s.id AS sid, s.conversation_id, s.depth, s.created_at",
+               where)
     return [SearchHit(kind="summary", id=r["sid"], conversation_id=r["conversation_id"],
                       rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), depth=r["depth"],
                       created_at=r["created_at"]) for r in run(sql, _params(c, params))]

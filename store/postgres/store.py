@@ -173,6 +173,7 @@ class PgTenantStore(TenantStore):
     def search(self, q: SearchQuery) -> list[SearchHit]:
         """Full-text search (store/postgres/search.py); a named conversation must be this tenant's."""
         validate(q)
-        if q.conversation_id and not q.all_conversations:
-            self.conversation(q.conversation_id)
-        return pg_search.search(self._run, q)
+        with self._pg.db.transaction(settings=pg_search.SETTINGS):  # read-only: the planner settings
+            if q.conversation_id and not q.all_conversations:
+                self.conversation(q.conversation_id)
+            return pg_search.search(self._run, q)
