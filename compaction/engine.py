@@ -28,6 +28,7 @@ from compaction import forks, recall, steps, truncate, workview
 from compaction.background import BackgroundCompactor
 from compaction.breakers import SummarizerPool
 from compaction.budget import Budget
+from compaction.claims import StepClaims
 from compaction.deadline import Deadline
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.observer import CompactionObserver, NullObserver
@@ -82,8 +83,9 @@ class Engine:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._pool = SummarizerPool(settings.summarizer, self.observer)
         self._recall_schema_tokens: dict[str, int] = {}  # by tokenizer: the schemas never change
-        # Who claims background steps in the shared store: this process, this engine.
+        # Who claims compaction steps in the shared store: this process, this engine (claims.py).
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._claims = StepClaims(self.holder, settings.store.lease_s)
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
@@ -121,8 +123,14 @@ class Engine:
                       trigger: Trigger = "manual") -> list[CompactionEvent]:
         """Run one compaction step now (operators): `turn` names the tenant, model and summariser.
 
-        `manual` compacts as far as normal passes go and saves the view; `threshold` prepares."""
-        return await self._step(turn, conversation_id, trigger)
+        `manual` compacts as far as normal passes go and saves the view, after any other step on
+        the conversation (waiting up to `store.lease_s` for it); `threshold` prepares."""
+        if trigger != "manual":
+            return await self._step(turn, conversation_id, trigger)
+        tenant = self.store.for_tenant(turn.tenant_id)
+        deadline = Deadline.after(self._claims.lease_s)
+        async with self._lock(conversation_id), self._claims.waiting(tenant, conversation_id, deadline):
+            return await self._step(turn, conversation_id, trigger)
 
     async def aclose(self) -> None:
         await self.background.aclose()
@@ -175,21 +183,30 @@ class Engine:
         contended = lock.locked()
         held = await _acquire(lock, deadline)  # another request's step first, within the deadline
         try:
-            loaded = wv = self._load(ctx)
-            events: list[CompactionEvent] = []
-            if measure_request(ctx, wv) > ctx.budget.total:
-                pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
-                wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, mode="normal",
-                                                       ceiling=ctx.budget.total)
-                if measure_request(ctx, wv) > ctx.budget.total:
-                    wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, mode="hard")
-                    events += more
-            if wv.entries != loaded.entries:
-                wv = save_view(ctx.tenant, wv)
+            # Then any other step on this conversation (a background one, another replica's).
+            async with self._claims.waiting(ctx.tenant, ctx.conversation_id, deadline) as claim:
+                wv, events = await self._compact_request(ctx, deadline)
         finally:
             if held:
                 lock.release()
-        return wv, events, contended or bool(events)
+        return wv, events, contended or claim.waited or bool(events)
+
+    async def _compact_request(self, ctx: RequestContext,
+                               deadline: Deadline) -> tuple[WorkingView, list[CompactionEvent]]:
+        """Load the newest view (another step may have just saved one); when the request is still
+        over budget, compact: to the target in normal mode, then to the budget in hard mode."""
+        loaded = wv = self._load(ctx)
+        events: list[CompactionEvent] = []
+        if measure_request(ctx, wv) > ctx.budget.total:
+            pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
+            wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, mode="normal",
+                                                   ceiling=ctx.budget.total)
+            if measure_request(ctx, wv) > ctx.budget.total:
+                wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, mode="hard")
+                events += more
+        if wv.entries != loaded.entries:
+            wv = save_view(ctx.tenant, wv)
+        return wv, events
 
     def _elision_event(self, ctx: RequestContext, before: int, after: int,
                        started: float) -> CompactionEvent:
@@ -242,14 +259,11 @@ class Engine:
 
     async def _threshold_step(self, turn: ChatTurn, conversation_id: str) -> None:
         """Prepare summaries, once across every process sharing the store: the step runs only under
-        this engine's claim on the conversation (another replica's live claim skips it)."""
+        its claim on the conversation (any other step's live claim skips it: claims.py)."""
         tenant = self.store.for_tenant(turn.tenant_id)
-        if not tenant.claim_step(conversation_id, self.holder, self.settings.store.lease_s):
-            return
-        try:
-            await self._step(turn, conversation_id, "threshold")
-        finally:
-            tenant.release_step(conversation_id, self.holder)
+        async with self._claims.attempt(tenant, conversation_id) as held:
+            if held:
+                await self._step(turn, conversation_id, "threshold")
 
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
         """`threshold`: prepare summaries until substituting them all would reach the preparation
@@ -262,10 +276,9 @@ class Engine:
         wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
                            count=counter.count_message, messages=stored)
         if trigger == "manual":
-            async with self._lock(cid):
-                new, events = await steps.compact_until(pctx, wv, 0, mode="normal")
-                if new.entries != wv.entries:
-                    save_view(tenant, new)
+            new, events = await steps.compact_until(pctx, wv, 0, mode="normal")
+            if new.entries != wv.entries:
+                save_view(tenant, new)
         else:
             _, events = await steps.compact_until(pctx, wv, budget.prepare_level, mode="normal")
         failed = [e for e in events if e.outcome == "failed"]

@@ -267,6 +267,12 @@ def _summary_source_keys(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE UNIQUE INDEX summaries_source_key ON summaries (conversation_id, source_key)")
 
 
+def _summary_keys_with_content(conn: sqlite3.Connection) -> None:
+    """Migration 7: every summary re-keyed with its content (store/summaries.py); only exact
+    duplicates fold, which the key had already kept out."""
+    dedupe_summaries(conn.execute)
+
+
 # Pinned messages are few: a partial index answers "which of this conversation's are pinned" at once.
 _PINNED = "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;"
 
@@ -298,6 +304,8 @@ CREATE TABLE step_leases (
               _summary_source_keys),
     Migration(6, "pinned messages indexed (ingest reads a resent history's pins, not its rows)",
               _PINNED),
+    Migration(7, "a summary's key covers its content (a tighter re-summary is a summary of its own)",
+              _summary_keys_with_content),
 )
 
 

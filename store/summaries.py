@@ -1,10 +1,12 @@
 """A summary's identity: its `source_key`, unique per conversation, and the migration that sets it.
 
-Two writers summarising the same chunk (the request path of two replicas, or a background step
-racing the request path) must store one summary: the key hashes what a summary replaces (kind,
-depth, level, message range and its ordered sources), so the store keeps the first and hands it
-back to the second (`INSERT ... ON CONFLICT DO NOTHING`). `dedupe_summaries` is the migration step
-(SQLite and PostgreSQL alike) that keys existing rows and folds duplicates into their oldest copy.
+The key hashes what a summary replaces (kind, depth, level, message range and its ordered sources)
+and what it says (its content): a writer storing the very summary another already stored (a retry, a
+racing replica whose local levels are deterministic) gets the stored one back (`INSERT ... ON
+CONFLICT DO NOTHING`), while a deliberate re-summary of the same sources, tighter or by another
+summariser, is a summary of its own. Racing summariser calls are prevented earlier, by the step
+claims (compaction/claims.py). `dedupe_summaries` is the migration step (SQLite and PostgreSQL
+alike) that keys existing rows and folds exact duplicates into their oldest copy.
 """
 
 from __future__ import annotations
@@ -32,32 +34,34 @@ def source_refs(draft: SummaryDraft) -> list[SourceRef]:
 
 
 def source_key(kind: str, depth: int, level: str, first_seq: int, last_seq: int,
-               sources: Iterable[SourceRef]) -> str:
-    """sha256 over what the summary replaces; equal keys in one conversation are one summary."""
+               sources: Iterable[SourceRef], content: str) -> str:
+    """sha256 over what the summary replaces and what it says; equal keys in one conversation are
+    one summary."""
     parts = [kind, str(depth), level, str(first_seq), str(last_seq)]
     parts += [f"{k}:{s}" for k, s in sources]
+    parts.append(hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest())
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def draft_key(draft: SummaryDraft) -> str:
     return source_key(draft.kind, draft.depth, draft.level, draft.first_seq, draft.last_seq,
-                      source_refs(draft))
+                      source_refs(draft), draft.content)
 
 
 def dedupe_summaries(execute: Execute) -> None:
-    """Migration step (after `source_key` is added, before its unique index): key every summary,
-    shallowest first so a condensed summary is keyed by its sources' surviving ids, and fold each
-    duplicate into the oldest summary of its key (references moved, then the copy deleted)."""
+    """Migration step: key every summary, shallowest first so a condensed summary is keyed by its
+    sources' surviving ids, and fold each duplicate into the oldest summary of its key (references
+    moved, then the copy deleted). Re-keying under the unique index is safe: a key only refines."""
     sources: dict[str, list[SourceRef]] = {}
     for r in execute("SELECT summary_id, source_kind, source_id FROM summary_sources "
                      "ORDER BY summary_id, ord", {}).fetchall():
         sources.setdefault(str(r[0]), []).append((str(r[1]), str(r[2])))
     kept: dict[tuple[str, str], str] = {}
     folded: dict[str, str] = {}  # duplicate id -> the id it is folded into
-    for r in execute("SELECT num, id, conversation_id, kind, depth, level, first_seq, last_seq "
-                     "FROM summaries ORDER BY depth, num", {}).fetchall():
+    for r in execute("SELECT num, id, conversation_id, kind, depth, level, first_seq, last_seq, "
+                     "content FROM summaries ORDER BY depth, num", {}).fetchall():
         refs = [(k, folded.get(s, s) if k == "summary" else s) for k, s in sources.get(str(r[1]), [])]
-        key = source_key(str(r[3]), int(r[4]), str(r[5]), int(r[6]), int(r[7]), refs)
+        key = source_key(str(r[3]), int(r[4]), str(r[5]), int(r[6]), int(r[7]), refs, str(r[8]))
         first = kept.setdefault((str(r[2]), key), str(r[1]))
         if first != str(r[1]):
             folded[str(r[1])] = first

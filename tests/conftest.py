@@ -93,6 +93,12 @@ def _install_network_block() -> None:
 
 
 _install_network_block()
+# The SDK clients (and the httpx they share with litellm) load now, on this thread: a test importing
+# them while a server's warm-up thread imports litellm could get a partially initialised httpx
+# (concurrent imports that need each other's module locks; seen as `httpx has no attribute Timeout`).
+import anthropic  # noqa: E402,F401
+import openai  # noqa: E402,F401,F811
+
 # Read CTXPROXY_TEST_PG_URL (the PostgreSQL test server) now, before `isolated_env` clears CTXPROXY_*.
 from tests.pg import server as _pg_server  # noqa: E402,F401
 

@@ -24,7 +24,8 @@ PIPE_WIDTH = 160  # rich text width when not writing to a terminal
 
 def add_store_args(parser: argparse.ArgumentParser) -> None:
     """--config, --db, and --api-key / --tenant (mutually exclusive)."""
-    parser.add_argument("--config", metavar="FILE", help="YAML config (store.path is read from it)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="YAML config (its store.path or store.url is read; CTXPROXY_STORE__* apply)")
     parser.add_argument("--db", metavar="PATH", help="SQLite store file (overrides the config)")
     who = parser.add_mutually_exclusive_group()
     who.add_argument("--api-key", metavar="KEY", help=f"client API key (default: ${API_KEY_ENV})")
@@ -38,11 +39,12 @@ def console_for(out: TextIO) -> Console:
 
 
 def store_settings(args: argparse.Namespace, env: Mapping[str, str]) -> StoreSettings:
-    """The config's store section, with --db replacing the path; the file must already exist."""
+    """The config's store section (`store.url`: the shared PostgreSQL store), with --db naming a
+    SQLite file instead; a SQLite file must already exist."""
     settings = load_settings(args.config, env).store
     if args.db:
-        settings = dataclasses.replace(settings, path=args.db)
-    if not Path(settings.path).is_file():
+        settings = dataclasses.replace(settings, path=args.db, url=None)
+    if settings.url is None and not Path(settings.path).is_file():
         raise ConfigError(f"store.path: no store at {settings.path} (pass --db or --config)")
     return settings
 

@@ -37,9 +37,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def collect(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, Any]:
     """Open the store, read what was asked, close it: ("list", rows) or ("conversation", dict)."""
-    from store.store import Store  # deferred: `--help` works without touching the store
+    from store.factory import open_store  # deferred: `--help` works without touching the store
 
-    store = Store.open(store_settings(args, env))
+    store = open_store(store_settings(args, env))
     try:
         tenant = store.for_tenant(tenant_of(store, args, env))
         if args.conversation_id:

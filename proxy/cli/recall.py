@@ -71,11 +71,11 @@ def _query(args: argparse.Namespace) -> dict[str, Any]:
 def _run(name: str, args: argparse.Namespace, env: Mapping[str, str] | None, out: TextIO | None,
          err: TextIO | None) -> int:
     """Open the store, run `name` for the tenant, print; 1 with a message on any ctxproxy error."""
-    from store.store import Store  # deferred: `--help` works without touching the store
+    from store.factory import open_store  # deferred: `--help` works without touching the store
 
     env = os.environ if env is None else env
     try:
-        store = Store.open(store_settings(args, env))
+        store = open_store(store_settings(args, env))
         try:
             tenant = store.for_tenant(tenant_of(store, args, env))
             if name == "search":

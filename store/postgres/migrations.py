@@ -121,6 +121,12 @@ def _summary_source_keys(db: Database) -> None:
     db.execute("CREATE UNIQUE INDEX summaries_source_key ON summaries (conversation_id, source_key)")
 
 
+def _summary_keys_with_content(db: Database) -> None:
+    """Migration 7: every summary re-keyed with its content (store/summaries.py); only exact
+    duplicates fold, which the key had already kept out."""
+    dedupe_summaries(db.execute)
+
+
 # Documents split exactly as queries are (store/postgres/pattern.py) and as FTS5 unicode61 splits
 # them: on anything but letters and digits. The default parser's own token types kept
 # `OrderService3.retry` (a host), `src/module_3.py` (a file) or `-2093` (a signed number) whole,
@@ -170,6 +176,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "words split on anything but letters and digits, as queries are", _WORD_SPLIT),
     Migration(6, "pinned messages indexed (ingest reads a resent history's pins, not its rows)",
               "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;\n"),
+    Migration(7, "a summary's key covers its content (a tighter re-summary is a summary of its own)",
+              _summary_keys_with_content),
     Migration(8, "search indexes scoped by tenant, conversation and role; query words folded once",
               _SEARCH_SCOPE),
 )

@@ -6,6 +6,7 @@ pinned constraints); without one the test is skipped with the command that build
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -107,3 +108,57 @@ def test_the_installed_command_serves_the_inspector_assets(served: str) -> None:
     request = urllib.request.Request(served + "/ui/", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
     with urllib.request.urlopen(request, timeout=10) as resp:
         assert b"<html" in resp.read().lower()
+
+
+# -- the Docker image's runtime stage, emulated (no Docker engine here): its ENV, CMD and HEALTHCHECK --
+
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+
+
+def _instructions() -> dict[str, str]:
+    """The runtime stage's instructions by keyword (continuation lines joined)."""
+    text = DOCKERFILE.read_text(encoding="utf-8").replace("\\\n", " ")
+    runtime = text.split("\nFROM ")[-1]
+    out: dict[str, str] = {}
+    for line in runtime.splitlines():
+        keyword, _, rest = line.strip().partition(" ")
+        if keyword.isupper():
+            out[keyword] = rest.strip()
+    return out
+
+
+def _image_env(spec: str, data: Path, venv: Path) -> dict[str, str]:
+    """`ENV A=1 B=2` as the container would see it, with /data and the venv moved to this machine."""
+    env: dict[str, str] = {}
+    for pair in spec.split():
+        name, _, value = pair.partition("=")
+        env[name] = value.replace("/opt/ctxproxy/bin", str(venv / "bin")).replace(
+            "$PATH", os.environ["PATH"]).replace("/data", str(data))
+    return env
+
+
+def _command(json_array: str, port: int) -> list[str]:
+    return [str(a).replace("8080", str(port)) for a in json.loads(json_array)]
+
+
+def test_the_images_cmd_serves_and_its_healthcheck_tells(installed: Path, tmp_path: Path) -> None:
+    """The runtime stage's CMD, run with its ENV in its WORKDIR, answers the HEALTHCHECK command
+    (exit 0); once the server is gone the same command exits non-zero."""
+    spec = _instructions()
+    assert spec["WORKDIR"] == "/data" and spec["EXPOSE"] == "8080"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, **_image_env(spec["ENV"], tmp_path, installed / "venv")}
+    healthcheck = _command(spec["HEALTHCHECK"].split(" CMD ", 1)[1], port)
+    cmd = _command(spec["CMD"], port)
+    assert cmd[:2] == ["ctxproxy", "serve"] and healthcheck[0] == "python"
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}", proc)
+        assert subprocess.run(healthcheck, env=env, timeout=30).returncode == 0
+        assert (tmp_path / "ctxproxy.db").is_file()  # the store on the image's volume
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert subprocess.run(healthcheck, env=env, timeout=30, capture_output=True).returncode != 0

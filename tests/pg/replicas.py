@@ -1,4 +1,5 @@
-"""Real `python -m proxy serve` processes sharing one store, for the replica tests and the bench.
+"""Real `python -m proxy serve` processes sharing one store, for the replica tests and the bench, and
+the checks the replica tests share.
 
 Each replica is a subprocess on its own loopback port, configured by one YAML file plus
 `CTXPROXY_*` overrides (the store URL among them); its log goes to a file beside the config.
@@ -7,6 +8,7 @@ Each replica is a subprocess on its own loopback port, configured by one YAML fi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -14,10 +16,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import aiohttp
 import yaml
+
+from store.postgres.store import PgStore
+from tests.fakes.upstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "gpt-4o-mini"
@@ -97,3 +102,30 @@ async def wait_ready(replica: Replica, timeout_s: float = 120.0) -> None:
                 pass
             await asyncio.sleep(0.2)
     raise AssertionError(f"replica on port {replica.port} not ready within {timeout_s} s")
+
+
+def check_one_clean_conversation(store: PgStore, key: str, messages: int) -> list[Any]:
+    """One conversation holding every message exactly once; no summary stored twice (same sources,
+    tier and level: a fallback level of the same chunk is another summary); the view's summaries
+    never cover a message twice."""
+    tenant = store.for_tenant(store.tenant_id_for_key(key))
+    conversations = tenant.list_conversations()
+    assert len(conversations) == 1, [c.id for c in conversations]
+    cid = conversations[0].id
+    assert [m.seq for m in tenant.messages(cid)] == list(range(messages))
+    summaries = {s.id: s for s in tenant.summaries(cid)}
+    identities = [(s.kind, s.depth, s.level, s.source_message_ids, s.source_summary_ids)
+                  for s in summaries.values()]
+    assert len(identities) == len(set(identities)), identities
+    view = tenant.view(cid)
+    ranges = sorted((summaries[i.ref].first_seq, summaries[i.ref].last_seq)
+                    for i in (view.items if view else ()) if i.kind == "summary")
+    assert all(p[1] < n[0] for p, n in zip(ranges, ranges[1:], strict=False)), ranges
+    return tenant.summaries(cid)
+
+
+def check_each_prompt_summarised_once(summarizer: FakeUpstream) -> None:
+    """No two steps (of one replica or of two) sent the summariser the same chunk at the same level
+    and target: each step ran under its claim on the conversation (compaction/claims.py)."""
+    prompts = [json.dumps(r.body.get("messages"), sort_keys=True) for r in summarizer.requests]
+    assert len(prompts) == len(set(prompts)), f"{len(prompts) - len(set(prompts))} repeated prompts"

@@ -22,7 +22,15 @@ from config.settings import StoreSettings
 from store.postgres.store import PgStore
 from tests.e2e.harness import summarizer_responder
 from tests.fakes.upstream import FakeUpstream
-from tests.pg.replicas import MODEL, Replica, start_replica, wait_ready, write_config
+from tests.pg.replicas import (
+    MODEL,
+    Replica,
+    check_each_prompt_summarised_once,
+    check_one_clean_conversation,
+    start_replica,
+    wait_ready,
+    write_config,
+)
 
 LEASE_S = 2
 FILLER = " ".join(f"word{i % 97} detail{i % 13}" for i in range(120))  # ~300 tokens a turn
@@ -67,26 +75,6 @@ async def _turn(replica: Replica, key: str, history: list[dict[str, Any]], i: in
     history.append({"role": "assistant", "content": reply.choices[0].message.content})
 
 
-def _check_one_clean_conversation(store: PgStore, key: str, messages: int) -> list[Any]:
-    """One conversation holding every message exactly once; no summary stored twice (same sources,
-    tier and level: a fallback level of the same chunk is another summary); the view's summaries
-    never cover a message twice."""
-    tenant = store.for_tenant(store.tenant_id_for_key(key))
-    conversations = tenant.list_conversations()
-    assert len(conversations) == 1, [c.id for c in conversations]
-    cid = conversations[0].id
-    assert [m.seq for m in tenant.messages(cid)] == list(range(messages))
-    summaries = {s.id: s for s in tenant.summaries(cid)}
-    identities = [(s.kind, s.depth, s.level, s.source_message_ids, s.source_summary_ids)
-                  for s in summaries.values()]
-    assert len(identities) == len(set(identities)), identities
-    view = tenant.view(cid)
-    ranges = sorted((summaries[i.ref].first_seq, summaries[i.ref].last_seq)
-                    for i in (view.items if view else ()) if i.kind == "summary")
-    assert all(p[1] < n[0] for p, n in zip(ranges, ranges[1:], strict=False)), ranges
-    return tenant.summaries(cid)
-
-
 async def _settle(store: PgStore, key: str) -> None:
     """Wait until no background step holds a lease for the tenant (both replicas idle)."""
     tenant_id = store.tenant_id_for_key(key)
@@ -103,8 +91,9 @@ async def _alternate(pair: Pair, key: str) -> list[dict[str, Any]]:
     for i in range(24):
         await _turn(pair.a if i % 2 == 0 else pair.b, key, history, i)
     await _settle(pair.store, key)
-    summaries = _check_one_clean_conversation(pair.store, key, len(history))
+    summaries = check_one_clean_conversation(pair.store, key, len(history))
     assert summaries, "the alternating conversation crossed the threshold: someone compacted it"
+    check_each_prompt_summarised_once(pair.summarizer)
     return history
 
 
@@ -137,7 +126,8 @@ async def _burst(pair: Pair, key: str, history: list[dict[str, Any]]) -> None:
     assert len(answers) == 8 and set(answers) == {"ok"}
     history.append({"role": "assistant", "content": "ok"})
     await _settle(pair.store, key)
-    _check_one_clean_conversation(pair.store, key, len(history))
+    check_one_clean_conversation(pair.store, key, len(history))
+    check_each_prompt_summarised_once(pair.summarizer)
 
 
 async def test_two_replicas_share_one_conversation(pair: Pair) -> None:
@@ -168,5 +158,5 @@ async def test_a_replica_killed_mid_step_leaves_nothing_and_the_other_takes_over
     for j in range(i, i + 6):
         await _turn(pair.b, key, history, j)
     await _settle(pair.store, key)
-    summaries = _check_one_clean_conversation(pair.store, key, len(history))
+    summaries = check_one_clean_conversation(pair.store, key, len(history))
     assert summaries and all(e.outcome != "failed" for e in tenant.events(cid))

@@ -44,14 +44,14 @@ def test_claims_are_per_tenant_and_go_with_the_conversation(store: Store, alice:
     assert scalar(store, "SELECT COUNT(*) FROM step_leases") == 0
 
 
-def test_a_summary_of_the_same_sources_is_stored_once(alice: TenantStore, counter: TokenCounter) -> None:
-    """Two writers summarising one chunk (a background step racing the request path, or two
-    replicas) leave one summary; a different level or source set is a different summary."""
+def test_the_same_summary_is_stored_once(alice: TenantStore, counter: TokenCounter) -> None:
+    """Two writers storing one summary of one chunk (two replicas past their deadline, whose local
+    levels are deterministic) leave one summary; a different level or source set is a different one."""
     result = alice.ingest(history(3), model="m", external_id=None, count_tokens=counter)
     cid, ids = result.conversation.id, tuple(m.id for m in result.messages)
     first = alice.add_summary(SummaryDraft(cid, "leaf", 0, "normal", "Intent: first writer.", 5, 1, 2,
                                            ids[1:3]))
-    second = alice.add_summary(SummaryDraft(cid, "leaf", 0, "normal", "Intent: second writer.", 5, 1, 2,
+    second = alice.add_summary(SummaryDraft(cid, "leaf", 0, "normal", "Intent: first writer.", 5, 1, 2,
                                             ids[1:3]))
     assert second == first and [s.id for s in alice.summaries(cid)] == [first.id]
     shorter = alice.add_summary(SummaryDraft(cid, "leaf", 0, "aggressive", "Intent.", 2, 1, 2, ids[1:3]))

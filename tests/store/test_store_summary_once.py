@@ -1,9 +1,12 @@
-"""A summary of the same sources is stored once: a second writer gets the first one back, no
-second committed event; the migration keying old rows folds duplicates into their oldest copy."""
+"""A summary is stored once: a second writer of the same summary (same sources, same words) gets the
+first one back, no second committed event; a re-summary of the same sources in other words (tighter,
+another summariser) is a summary of its own. The migrations keying old rows fold exact duplicates
+into their oldest copy and re-key with the content."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
 from store.postgres.migrations import apply_migrations as apply_pg
 from store.postgres.store import PgStore
 from store.store import Store, TenantStore
+from store.summaries import draft_key
 from tests.store.store_helpers import TokenCounter, history, scalar, sql
 
 
@@ -40,35 +44,52 @@ def _finisher(cid: str, seen: list[SummaryRecord]) -> PassFinisher:
     return finish
 
 
-def test_the_second_pass_over_the_same_sources_gets_the_first_summary_and_event(
+def test_the_second_pass_of_the_same_summary_gets_the_first_summary_and_event(
         alice: TenantStore, counter: TokenCounter) -> None:
     cid, ids = _conversation(alice, counter)
     anchors = [AnchorDraft("order", "order number", "ORD-7", ids[1], 1)]
     seen: list[SummaryRecord] = []
-    first, _, event = alice.commit_pass(_draft(cid, ids, "Replica A's words."), anchors,
+    first, _, event = alice.commit_pass(_draft(cid, ids, "The extractive words."), anchors,
                                         _finisher(cid, seen))
-    again, view, repeat = alice.commit_pass(_draft(cid, ids, "Replica B's words."), anchors,
+    again, view, repeat = alice.commit_pass(_draft(cid, ids, "The extractive words."), anchors,
                                             _finisher(cid, seen))
-    assert again == first and again.content == "Replica A's words." and view is None
+    assert again == first and view is None
     assert repeat == event and alice.events(cid) == [event]  # no second committed event
     assert alice.summaries(cid) == [first] and seen == [first, first]  # B's view built from A's
     assert [a.value for a in alice.anchors(cid, include_superseded=True)] == ["ORD-7"]
 
 
-def test_add_summary_twice_stores_once_but_another_level_is_another_summary(
+def test_a_re_summary_in_other_words_is_a_summary_and_event_of_its_own(
+        alice: TenantStore, counter: TokenCounter) -> None:
+    """A step that re-summarises a chunk tighter must get its own words back, not the longer
+    summary stored before (which would not fit, leaving the work to elision)."""
+    cid, ids = _conversation(alice, counter)
+    seen: list[SummaryRecord] = []
+    first, _, event = alice.commit_pass(_draft(cid, ids, "A longer first summary of the chunk."), [],
+                                        _finisher(cid, seen))
+    tighter, _, second = alice.commit_pass(_draft(cid, ids, "Tighter."), [], _finisher(cid, seen))
+    assert tighter.id != first.id and tighter.content == "Tighter."
+    assert alice.summaries(cid) == [first, tighter] and alice.events(cid) == [event, second]
+    assert second.summary_id == tighter.id != event.summary_id
+
+
+def test_add_summary_twice_stores_once_but_other_words_or_level_are_other_summaries(
         alice: TenantStore, counter: TokenCounter) -> None:
     cid, ids = _conversation(alice, counter)
     first = alice.add_summary(_draft(cid, ids, "one"))
-    assert alice.add_summary(_draft(cid, ids, "two")) == first
-    other = alice.add_summary(_draft(cid, ids, "three", "aggressive"))
-    assert other.id != first.id and [s.id for s in alice.summaries(cid)] == [first.id, other.id]
+    assert alice.add_summary(_draft(cid, ids, "one")) == first
+    other_words = alice.add_summary(_draft(cid, ids, "two"))
+    other_level = alice.add_summary(_draft(cid, ids, "one", "aggressive"))
+    assert len({first.id, other_words.id, other_level.id}) == 3
+    assert [s.id for s in alice.summaries(cid)] == [first.id, other_words.id, other_level.id]
 
 
 def test_a_summary_stored_without_an_event_gets_its_first_event_from_a_pass(
         alice: TenantStore, counter: TokenCounter) -> None:
     cid, ids = _conversation(alice, counter)
     stored = alice.add_summary(_draft(cid, ids, "copied from the parent conversation"))
-    record, _, event = alice.commit_pass(_draft(cid, ids, "later"), [], _finisher(cid, []))
+    record, _, event = alice.commit_pass(_draft(cid, ids, "copied from the parent conversation"), [],
+                                         _finisher(cid, []))
     assert record == stored and alice.events(cid) == [event] and event.summary_id == stored.id
 
 
@@ -94,17 +115,22 @@ _OLD_SUMMARY = ("INSERT INTO summaries (id, tenant_id, conversation_id, kind, de
                 "VALUES (?, ?, ?, ?, ?, ?, 'normal', ?, 5, 1, 4, 'm', '', 0)")
 
 
+_OLD_TEXT = {"sum_aaaaaaaaaaaa": "text of the chunk", "sum_bbbbbbbbbbbb": "text of the chunk"}
+
+
 def _old_duplicates(store: StoreBackend) -> tuple[str, list[int]]:
-    """Rows as an older ctxproxy (no unique key) could leave them: two leaves of the same sources,
-    a condensed summary of the later copy, a view and events naming it."""
+    """Rows as an older ctxproxy (no unique key) could leave them: two copies of one leaf, a
+    condensed summary of the later copy, a view and events naming it, and a tighter leaf of the
+    same sources in other words (a summary of its own)."""
     alice = store.for_tenant(store.tenant_id_for_key("sk-alice"))
     cid, ids = _conversation(alice, TokenCounter())  # type: ignore[arg-type]
     tenant = alice.tenant_id
     for sid, kind, depth, gen, sources in (
             ("sum_aaaaaaaaaaaa", "leaf", 0, 1, [("message", str(i)) for i in ids[1:5]]),
             ("sum_bbbbbbbbbbbb", "leaf", 0, 2, [("message", str(i)) for i in ids[1:5]]),
-            ("sum_cccccccccccc", "condensed", 1, 3, [("summary", "sum_bbbbbbbbbbbb")])):
-        sql(store, _OLD_SUMMARY, (sid, tenant, cid, kind, depth, gen, f"text of {sid}"))
+            ("sum_cccccccccccc", "condensed", 1, 3, [("summary", "sum_bbbbbbbbbbbb")]),
+            ("sum_dddddddddddd", "leaf", 0, 4, [("message", str(i)) for i in ids[1:5]])):
+        sql(store, _OLD_SUMMARY, (sid, tenant, cid, kind, depth, gen, _OLD_TEXT.get(sid, f"text of {sid}")))
         for ord_, (k, s) in enumerate(sources):
             sql(store, "INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
                        "VALUES (?, ?, ?, ?, ?)", (tenant, sid, k, s, ord_))
@@ -125,14 +151,15 @@ def _old_duplicates(store: StoreBackend) -> tuple[str, list[int]]:
 def _check_folded(store: StoreBackend, cid: str, ids: list[int]) -> None:
     alice = store.for_tenant(store.tenant_id_for_key("sk-alice"))
     found = {s.id: s for s in alice.summaries(cid)}
-    assert sorted(found) == ["sum_aaaaaaaaaaaa", "sum_cccccccccccc"]  # the later copy folded
+    assert sorted(found) == ["sum_aaaaaaaaaaaa", "sum_cccccccccccc", "sum_dddddddddddd"]  # copy folded
     assert found["sum_cccccccccccc"].source_summary_ids == ("sum_aaaaaaaaaaaa",)
     view = alice.view(cid)
     assert view is not None and [i.ref for i in view.items] == ["0", "sum_aaaaaaaaaaaa"]
     events = alice.events(cid)
     assert [e.summary_id for e in events] == ["sum_aaaaaaaaaaaa", "sum_cccccccccccc"]
     assert events[1].source_summary_ids == ("sum_aaaaaaaaaaaa",)
-    assert alice.add_summary(_draft(cid, ids, "again")).id == "sum_aaaaaaaaaaaa"  # keyed
+    assert alice.add_summary(_draft(cid, ids, "text of the chunk")).id == "sum_aaaaaaaaaaaa"  # keyed
+    assert alice.add_summary(_draft(cid, ids, "text of sum_dddddddddddd")).id == "sum_dddddddddddd"
 
 
 def test_sqlite_migration_folds_duplicate_summaries(tmp_path: Path) -> None:
@@ -155,4 +182,38 @@ def test_postgres_migration_folds_duplicate_summaries(pg_url: str) -> None:
     cid, ids = _old_duplicates(store)
     apply_pg(db)
     _check_folded(store, cid, ids)
+    store.close()
+
+
+# -- migration 7 (both backends): keys of a version-6 store re-made with the content -------------------
+
+def _rekeyed_at_7(store: StoreBackend, apply_rest: Callable[[], object]) -> None:
+    """A version-6 summary keyed by its sources only: after migration 7 it carries its content key,
+    so the same words find it and a tighter re-summary of the same sources is stored beside it."""
+    alice = store.for_tenant(store.tenant_id_for_key("sk-alice"))
+    cid, ids = _conversation(alice, TokenCounter())  # type: ignore[arg-type]
+    stored = alice.add_summary(_draft(cid, ids, "the first words"))
+    sql(store, "UPDATE summaries SET source_key = ?", ("sources-only key of version 6",))
+    apply_rest()
+    assert scalar(store, "SELECT source_key FROM summaries") == draft_key(_draft(cid, ids, "the first words"))
+    assert alice.add_summary(_draft(cid, ids, "the first words")) == stored
+    assert alice.add_summary(_draft(cid, ids, "tighter")).id != stored.id
+
+
+def test_sqlite_migration_7_keys_summaries_with_their_content(tmp_path: Path) -> None:
+    path = str(tmp_path / "v6.db")
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA foreign_keys = ON")
+    apply_sqlite(conn, tuple(m for m in SQLITE_MIGRATIONS if m.version < 7))
+    store = Store(sqlite_utils.Database(conn), "s" * 64, StoreSettings(path=path))
+    _rekeyed_at_7(store, lambda: apply_sqlite(conn))
+    store.close()
+
+
+def test_postgres_migration_7_keys_summaries_with_their_content(pg_url: str) -> None:
+    db = Database(pg_url)
+    apply_pg(db, tuple(m for m in PG_MIGRATIONS if m.version < 7))
+    db.execute("INSERT INTO meta (key, value) VALUES ('tenant_secret', :v)", {"v": "s" * 64})
+    store = PgStore(db, "s" * 64, StoreSettings(url=pg_url))
+    _rekeyed_at_7(store, lambda: apply_pg(db))
     store.close()
