@@ -5,7 +5,7 @@ The store's portable SQL (store/ingest.py, store/reply.py, store/anchors.py, ...
 to psycopg's, returns rows that answer both, and gives INSERTs a `lastrowid` (via `RETURNING id`).
 Transactions are explicit (autocommit connection), nest through savepoints, and the outermost one
 can take a transaction-scoped advisory lock (released by COMMIT or ROLLBACK, or when a killed
-process's session ends).
+process's session ends). Independent reads can go together in one round trip (`read_many`).
 """
 
 from __future__ import annotations
@@ -132,15 +132,12 @@ class Database:
         return Result(found, int(found[-1][0]) if returns_id and found else None)
 
     @contextmanager
-    def transaction(self, *lock_keys: str, durable: bool = True,
-                    settings: Mapping[str, str] | None = None) -> Iterator[None]:
+    def transaction(self, *lock_keys: str, durable: bool = True) -> Iterator[None]:
         """All-or-nothing; nests through savepoints. The outermost one first waits for each key's
         advisory lock in the order given (held until it ends), so writers of one key serialise
         across processes; BEGIN and the locks go in one round trip. `durable=False` commits without
         waiting for the WAL flush (a server crash may lose the last moments of such commits: for
-        records that are reports, never conversation data). `settings` are server settings for this
-        transaction only (`SET LOCAL`, sent with BEGIN). Like `durable`, both are the outermost
-        block's: a nested block keeps its transaction's."""
+        records that are reports, never conversation data)."""
         with self.lock:
             if self._depth:
                 with self._nested():
@@ -150,7 +147,7 @@ class Database:
             self._depth += 1
             try:
                 try:
-                    self._begin(lock_keys, durable, settings or {})
+                    self._begin(lock_keys, durable)
                     yield
                 except BaseException:
                     self._end("ROLLBACK")
@@ -174,13 +171,11 @@ class Database:
         finally:
             self._depth -= 1
 
-    def _begin(self, lock_keys: Sequence[str], durable: bool, settings: Mapping[str, str]) -> None:
-        """BEGIN, the commit mode, the settings and the advisory locks as one simple-protocol script."""
+    def _begin(self, lock_keys: Sequence[str], durable: bool) -> None:
+        """BEGIN, the commit mode and the advisory locks as one simple-protocol script."""
         parts: list[pgsql.Composable] = [pgsql.SQL("BEGIN")]
         if not durable:
             parts.append(pgsql.SQL("SET LOCAL synchronous_commit = off"))
-        parts += [pgsql.SQL("SET LOCAL {} = {}").format(pgsql.Identifier(name), pgsql.Literal(value))
-                  for name, value in settings.items()]
         parts += [pgsql.SQL("SELECT pg_advisory_xact_lock(hashtextextended({}, 0))").format(pgsql.Literal(k))
                   for k in lock_keys]
         self.conn.execute(pgsql.SQL("; ").join(parts))
@@ -191,9 +186,35 @@ class Database:
             return
         self.conn.execute(command)
 
+    def read_many(self, statements: Sequence[tuple[str, dict[str, Any]]],
+                  settings: Mapping[str, str] | None = None) -> list[Result]:
+        """Read-only statements sent together: one round trip (pipeline mode), one transaction (the
+        pipeline's implicit one, or the open one), with `settings` local to it; each statement planned
+        for its own values (never prepared, so never a generic plan)."""
+        with self.lock:
+            if not self._depth:
+                self._usable()
+            try:
+                with self.conn.pipeline():
+                    if settings:
+                        self.conn.execute(_set_local(settings))
+                    cursors = [self.conn.execute(to_pyformat(sql), params, prepare=False)
+                               for sql, params in statements]
+                return [Result(_rows(cur, self._shapes, sql), None)
+                        for cur, (sql, _) in zip(cursors, statements, strict=True)]
+            except psycopg.Error as exc:
+                raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
+
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+
+
+def _set_local(settings: Mapping[str, str]) -> pgsql.Composed:
+    """One statement setting each server setting until the transaction ends."""
+    return pgsql.SQL("SELECT {}").format(pgsql.SQL(", ").join(
+        pgsql.SQL("set_config({}, {}, true)").format(pgsql.Literal(name), pgsql.Literal(value))
+        for name, value in settings.items()))
 
 
 _DBAPI = ("IntegrityError", "OperationalError", "ProgrammingError", "DataError", "InternalError",

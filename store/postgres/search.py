@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from store import search as sqlite_search
 from store.ingest import Runner
@@ -24,13 +26,16 @@ from store.models import SearchHit, SearchQuery
 from store.postgres.pattern import Compiled, compile_pg
 from store.search import Filters
 
+Statement = tuple[str, dict[str, Any]]
+Kind = Literal["message", "summary"]
+
 # Every search statement's plan: its scope's GIN index, never a sequential scan (the planner prices
 # ILIKE and @@ per row like `=`, and picks reading every row where the index is 5-10x faster); no
-# parallel workers or JIT (their start-up costs more than a few thousand heap rows, and a large
-# tenant's estimates would cross the thresholds); custom plans only (a generic plan cannot fold the
-# query words into a constant, so it would unaccent them again for every row it ranks).
-SETTINGS = {"enable_seqscan": "off", "max_parallel_workers_per_gather": "0", "jit": "off",
-            "plan_cache_mode": "force_custom_plan"}
+# parallel workers or JIT (their start-up costs more than a few thousand heap rows; JIT compiling
+# measured 8-23 ms per statement, and a large tenant's estimates, or a disabled plan's, cross its
+# threshold). The statements are never prepared (Database.read_many): a generic plan cannot fold the
+# query words into a constant, so it would unaccent them again for every row it ranks.
+SETTINGS = {"enable_seqscan": "off", "max_parallel_workers_per_gather": "0", "jit": "off"}
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=6, ShortWord=0, FragmentDelimiter=…"
 _SNIPPET_CHARS = 48
 
@@ -88,31 +93,61 @@ def _params(c: Compiled, params: dict[str, Any]) -> dict[str, Any]:
     return {**params, **c.params, "terms": " ".join(c.terms), "n": sqlite_search.CANDIDATES}
 
 
-def _message_hits(run: Runner, c: Compiled, f: Filters) -> list[SearchHit]:
+def _message_statement(c: Compiled, f: Filters) -> Statement:
     where, params = _where(f, "m", with_role=True)
     sql = _sql(c, "messages", "m", "id", "text", "m.id, m.conversation_id, m.role, m.created_at", where)
-    return [SearchHit(kind="message", id=str(r["id"]), conversation_id=r["conversation_id"],
-                      rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), role=r["role"],
-                      created_at=r["created_at"]) for r in run(sql, _params(c, params))]
+    return sql, _params(c, params)
 
 
-def _summary_hits(run: Runner, c: Compiled, f: Filters) -> list[SearchHit]:
+def _summary_statement(c: Compiled, f: Filters) -> Statement:
     where, params = _where(f, "s", with_role=False)
     sql = _sql(c, "summaries", "s", "num", "content", "s.id AS sid, s.conversation_id, s.depth, s.created_at",
                where)
-    return [SearchHit(kind="summary", id=r["sid"], conversation_id=r["conversation_id"],
-                      rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), depth=r["depth"],
-                      created_at=r["created_at"]) for r in run(sql, _params(c, params))]
+    return sql, _params(c, params)
+
+
+def _hit(kind: Kind, c: Compiled, r: Any) -> SearchHit:
+    if kind == "message":
+        return SearchHit(kind="message", id=str(r["id"]), conversation_id=r["conversation_id"],
+                         rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), role=r["role"],
+                         created_at=r["created_at"])
+    return SearchHit(kind="summary", id=r["sid"], conversation_id=r["conversation_id"], rank=float(r["rank"]),
+                     snippet=_snippet(c, r["snippet"]), depth=r["depth"], created_at=r["created_at"])
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A search as statements, one per scope searched (independent: they can go in one round trip),
+    and how their rows become hits."""
+
+    compiled: Compiled
+    limit: int
+    kinds: tuple[Kind, ...]
+    statements: tuple[Statement, ...]
+
+    def hits(self, results: Sequence[Iterable[Any]]) -> list[SearchHit]:
+        """Each statement's rows (in statement order) as hits: both scopes merged by rank, cut to limit."""
+        found = [_hit(kind, self.compiled, r) for kind, rows in zip(self.kinds, results, strict=True)
+                 for r in rows]
+        found.sort(key=lambda h: (h.rank, h.kind, h.id))
+        return found[: self.limit]
+
+
+def plan(q: SearchQuery, now: float | None = None) -> Planned:
+    """The statements of a search (validated exactly as the SQLite store validates)."""
+    f = sqlite_search.parse_filters(q, time.time() if now is None else now)
+    c = compile_pg(q.pattern)
+    kinds: list[Kind] = []
+    if q.scope in ("message", "both"):
+        kinds.append("message")
+    if q.scope in ("summary", "both") and f.role is None:
+        kinds.append("summary")
+    build = {"message": _message_statement, "summary": _summary_statement}
+    return Planned(c, f.limit, tuple(kinds), tuple(build[k](c, f) for k in kinds))
 
 
 def search(run: Runner, q: SearchQuery, now: float | None = None) -> list[SearchHit]:
-    """Hits of the tenant, best rank first (the SQLite store's contract, store/search.py)."""
-    f = sqlite_search.parse_filters(q, time.time() if now is None else now)
-    c = compile_pg(q.pattern)
-    hits: list[SearchHit] = []
-    if q.scope in ("message", "both"):
-        hits += _message_hits(run, c, f)
-    if q.scope in ("summary", "both") and f.role is None:
-        hits += _summary_hits(run, c, f)
-    hits.sort(key=lambda h: (h.rank, h.kind, h.id))
-    return hits[: f.limit]
+    """Hits of the tenant, best rank first (the SQLite store's contract, store/search.py), one
+    statement at a time through `run` (the store sends them in one round trip: PgTenantStore.search)."""
+    planned = plan(q, now)
+    return planned.hits([run(sql, params).fetchall() for sql, params in planned.statements])

@@ -1,4 +1,4 @@
-"""PostgreSQL search: migration 8 on a store with data, the plan it gives search, the planner settings.
+"""PostgreSQL search: migration 8 on a store with data, the plan it gives search, one-round-trip reads.
 
 The plan test reads EXPLAIN, not a clock: each scope's candidates come from its tenant-scoped GIN index
 (tenant in the index condition, never a sequential scan), the query words are one folded constant.
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from config.errors import StoreError
 from config.settings import StoreSettings
 from store.models import SearchQuery, SummaryDraft
 from store.postgres import search as pg_search
@@ -90,17 +91,11 @@ def _bulk(store: PgStore, tenants: list[str], per_tenant: int) -> None:
 
 
 def _plans(tenant: PgTenantStore, store: PgStore, q: SearchQuery) -> list[dict[str, Any]]:
-    """EXPLAIN (FORMAT JSON) of every statement the search runs, under the search's settings."""
-    statements: list[tuple[str, dict[str, Any]]] = []
-
-    def record(sql: str, params: dict[str, Any] | None = None) -> Any:
-        statements.append((sql, params or {}))
-        return tenant._run(sql, params)
-
-    with store.db.transaction(settings=pg_search.SETTINGS):
-        pg_search.search(record, q)
-        return [tenant._run("EXPLAIN (FORMAT JSON) " + sql, params).fetchall()[0][0][0]["Plan"]
-                for sql, params in statements]
+    """EXPLAIN (FORMAT JSON) of every statement the search runs, sent as the store sends them."""
+    planned = pg_search.plan(q)
+    explained = store.db.read_many([tenant._bound("EXPLAIN (FORMAT JSON) " + sql, params)
+                                    for sql, params in planned.statements], pg_search.SETTINGS)
+    return [r.fetchall()[0][0][0]["Plan"] for r in explained]
 
 
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -128,14 +123,16 @@ def test_candidates_come_from_the_tenants_index_entries(pg_store: PgStore, patte
     assert len(hits) == 5 and all(h.snippet for h in hits)
 
 
-def test_settings_last_for_the_transaction_only(pg_store: PgStore) -> None:
+def test_read_many_settings_and_failures(pg_store: PgStore) -> None:
     db = pg_store.db
-
-    def show() -> str:
-        return str(db.execute("SELECT current_setting('enable_seqscan')").fetchall()[0][0])
-
-    with db.transaction(settings={"enable_seqscan": "off"}):
-        assert show() == "off"
-        with db.transaction(settings={"enable_seqscan": "on"}):
-            assert show() == "off"  # a nested block keeps its transaction's settings
-    assert show() == "on"
+    setting = "SELECT current_setting('enable_seqscan') AS v, :x::int AS x"
+    first, second = db.read_many([(setting, {"x": 1}), (setting, {"x": 2})], {"enable_seqscan": "off"})
+    assert [(r[0], r[1]) for r in first] == [("off", 1)] and second.fetchone()["x"] == 2  # type: ignore[index]
+    assert db.execute(setting, {"x": 3}).fetchall()[0][0] == "on"  # local to that round trip
+    with pytest.raises(StoreError, match="DataError"):
+        db.read_many([(setting, {"x": 1}), ("SELECT 1 / :zero", {"zero": 0})], {"enable_seqscan": "off"})
+    assert db.execute(setting, {"x": 4}).fetchall()[0][0] == "on"  # rolled back, connection usable
+    with db.transaction():
+        db.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')")
+        (seen,) = db.read_many([("SELECT value FROM meta WHERE key = 'k'", {})])
+        assert seen.fetchone()[0] == "v"  # type: ignore[index]  # inside the open transaction
