@@ -66,11 +66,12 @@ def _sql(c: Compiled, table: str, alias: str, key: str, column: str, columns: st
     """
     cond, rank = _match(c, alias, column)
     snippet = (f"ts_headline('simple', hit.body, ({c.expr}), '{_HEADLINE}')" if c.mode == "words"
-               else "hit.body")
+               else "hit.body")  # substrings: the whole text, cut around the match in Python
+    out = ", ".join("hit." + item.split()[-1].split(".")[-1] for item in columns.split(", "))
     return (f"WITH matched AS MATERIALIZED (SELECT {alias}.{key} AS k, {alias}.ctid AS tid FROM {table} "
             f"{alias} WHERE {where} AND {cond}), "
             f"cand AS (SELECT tid FROM matched ORDER BY k DESC LIMIT :n) "
-            f"SELECT hit.*, {snippet} AS snippet FROM (SELECT {columns}, {alias}.{column} AS body, "
+            f"SELECT {out}, hit.rank, {snippet} AS snippet FROM (SELECT {columns}, {alias}.{column} AS body, "
             f"{rank} AS rank, {alias}.{key} AS k FROM {table} {alias} "
             f"WHERE {alias}.ctid = ANY (ARRAY(SELECT tid FROM cand)) AND {alias}.tenant_id = :tenant "
             f"ORDER BY rank, k LIMIT :limit) AS hit ORDER BY hit.rank, hit.k")
