@@ -21,6 +21,8 @@ OWNED_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded"
 FTS_INDEXES = ("messages_fts", "messages_tri", "summaries_fts", "summaries_tri")
 MERGE_PAGES = 250  # per merge step: tens of milliseconds of holding the store
 MAX_MERGE_STEPS = 100_000  # a guard: new segments keep coming under load, each step is bounded
+TRUNCATE_TRIES = 100  # the WAL emptied after a delete: tried again while another checkpoint runs...
+TRUNCATE_RETRY_S = 0.02  # ...this far apart (a periodic PASSIVE checkpoint takes milliseconds)
 
 
 def delete_conversations(run: Runner, selector: str, params: dict[str, object]) -> int:

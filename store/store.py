@@ -103,13 +103,19 @@ class Store:
     def scrub(self) -> bool:
         """After a delete: merge the search indexes (dropping deleted entries) in bounded steps,
         each its own transaction, then empty the WAL, so the deleted text is in no file; True when
-        the WAL could be emptied now."""
+        the WAL was emptied. The TRUNCATE runs on the serving connection under the store's lock and
+        is tried again while another connection's checkpoint (the periodic one, a worker's) holds
+        the checkpoint lock: SQLite then answers busy at once, without waiting."""
         for index in lifecycle.FTS_INDEXES:
             for _ in range(lifecycle.MAX_MERGE_STEPS):
                 with self.lock, transaction(self.conn):
                     if not lifecycle.merge_step(self.conn, index):
                         break
-        return self.checkpoint("TRUNCATE")
+        for _ in range(lifecycle.TRUNCATE_TRIES):
+            if self.checkpoint("TRUNCATE", exclusive=True):
+                return True
+            time.sleep(lifecycle.TRUNCATE_RETRY_S)
+        return False
 
     def close(self) -> None:
         with self.lock:
@@ -266,10 +272,9 @@ class TenantStore:
     # -- summaries and views ---------------------------------------------------------------------
 
     def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
-        """Commit a summary: id, generation (previous count + 1), source links, FTS rows. A summary
-        of the same sources, kind, depth and level is stored once (its unique `source_key`,
-        store/summaries.py): a second writer (a background step racing the request path, or another
-        replica) gets the one already there."""
+        """Commit a summary: id, generation (previous count + 1), source links, FTS rows. The same
+        summary (sources, kind, depth, level and content) is stored once (its unique `source_key`,
+        store/summaries.py): a second writer of it gets the one already there."""
         with self._tx(draft.conversation_id):
             self.conversation(draft.conversation_id)
             self._check_sources(draft)
@@ -387,7 +392,7 @@ class TenantStore:
         """One compaction pass, all or nothing: the anchors of its sources, the summary, then the
         view (when `finish` gives one) and event it builds from them (it may read the store, never
         write it). A pass whose summary is already stored (another writer committed the same
-        sources first) writes nothing: `finish` still builds the caller's view from the stored
+        summary first) writes nothing: `finish` still builds the caller's view from the stored
         summary, and the first writer's committed event comes back (saved view: None)."""
         with self._tx(draft.conversation_id):
             self.conversation(draft.conversation_id)
