@@ -14,10 +14,12 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench import search_bench
 from config.settings import StoreSettings
+from store.models import SearchQuery
 from store.postgres.store import PgStore
 
 
@@ -47,6 +49,35 @@ def fill(store: PgStore, tenants: list[str], total: int, per_tenant: int) -> dic
     return convs
 
 
+_FORMS: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("substring", lambda p: p.startswith("%") and p.endswith("%")),
+    ("phrase", lambda p: p.startswith('"')),
+    ("and", lambda p: " AND " in p), ("or", lambda p: " OR " in p), ("not", lambda p: " NOT " in p),
+    ("cjk", lambda p: any(ord(ch) > 0x2E80 for ch in p)),
+    ("prefix", lambda p: p.endswith("%")),
+    ("identifier", lambda p: "_" in p or "." in p),
+    ("word", lambda p: True),
+)
+
+
+def form(pattern: str) -> str:
+    """Which of search_bench's pattern forms a pattern is (figures per form explain the p99)."""
+    return next(name for name, test in _FORMS if test(pattern))
+
+
+def by_form(qs: list[SearchQuery], timings: list[float]) -> dict[str, dict[str, float]]:
+    """p50 and p99 (ms) of each pattern form, timings in query order."""
+    groups: dict[str, list[float]] = {}
+    for q, ms in zip(qs, timings, strict=True):
+        groups.setdefault(form(q.pattern), []).append(ms)
+    return {name: {"n": len(t), "p50_ms": statistics.median(t), "p99_ms": _p99(sorted(t))}
+            for name, t in groups.items()}
+
+
+def _p99(ordered: list[float]) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
 def run(messages: int, n_queries: int, conversations: int = 10) -> dict[str, Any] | None:
     from tests.pg import server as pg
 
@@ -66,19 +97,21 @@ def run(messages: int, n_queries: int, conversations: int = 10) -> dict[str, Any
         store.close()
     finally:
         pg.drop_database(url)
+    forms = by_form(qs, timings)
     timings.sort()
     return {"messages": messages, "queries": len(qs), "hits": hits, "fill_s": fill_s,
-            "p50_ms": statistics.median(timings),
-            "p99_ms": timings[min(len(timings) - 1, int(len(timings) * 0.99))],
-            "max_ms": timings[-1]}
+            "p50_ms": statistics.median(timings), "p99_ms": _p99(timings), "max_ms": timings[-1],
+            "by_form": forms}
 
 
 def report(r: dict[str, Any] | None) -> str:
     if r is None or r.get("skipped"):
         return "search on PostgreSQL: skipped, no PostgreSQL server answers"
+    forms = ", ".join(f"{name} {f['p50_ms']:.1f}/{f['p99_ms']:.1f}"
+                      for name, f in sorted(r.get("by_form", {}).items()))
     return (f"search on PostgreSQL: {r['messages']} messages filled in {r['fill_s']:.1f} s; {r['queries']} "
             f"queries, {r['hits']} hits; p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
-            f"max {r['max_ms']:.2f} ms")
+            f"max {r['max_ms']:.2f} ms\n  per pattern form, p50/p99 ms: {forms}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ The store's portable SQL (store/ingest.py, store/reply.py, store/anchors.py, ...
 to psycopg's, returns rows that answer both, and gives INSERTs a `lastrowid` (via `RETURNING id`).
 Transactions are explicit (autocommit connection), nest through savepoints, and the outermost one
 can take a transaction-scoped advisory lock (released by COMMIT or ROLLBACK, or when a killed
-process's session ends).
+process's session ends). Independent reads can go together in one round trip (`read_many`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -186,9 +186,35 @@ class Database:
             return
         self.conn.execute(command)
 
+    def read_many(self, statements: Sequence[tuple[str, dict[str, Any]]],
+                  settings: Mapping[str, str] | None = None) -> list[Result]:
+        """Read-only statements sent together: one round trip (pipeline mode), one transaction (the
+        pipeline's implicit one, or the open one), with `settings` local to it; each statement planned
+        for its own values (never prepared, so never a generic plan)."""
+        with self.lock:
+            if not self._depth:
+                self._usable()
+            try:
+                with self.conn.pipeline():
+                    if settings:
+                        self.conn.execute(_set_local(settings))
+                    cursors = [self.conn.execute(to_pyformat(sql), params, prepare=False)
+                               for sql, params in statements]
+                return [Result(_rows(cur, self._shapes, sql), None)
+                        for cur, (sql, _) in zip(cursors, statements, strict=True)]
+            except psycopg.Error as exc:
+                raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
+
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+
+
+def _set_local(settings: Mapping[str, str]) -> pgsql.Composed:
+    """One statement setting each server setting until the transaction ends."""
+    return pgsql.SQL("SELECT {}").format(pgsql.SQL(", ").join(
+        pgsql.SQL("set_config({}, {}, true)").format(pgsql.Literal(name), pgsql.Literal(value))
+        for name, value in settings.items()))
 
 
 _DBAPI = ("IntegrityError", "OperationalError", "ProgrammingError", "DataError", "InternalError",

@@ -139,6 +139,27 @@ UPDATE summaries SET tsv = ctxproxy_words(content);
 """
 
 
+# Search reads only the searching tenant's rows: tenant, conversation and role are GIN columns (btree_gin)
+# beside the words and the trigrams, so the index intersects them with the pattern instead of the
+# heap rechecking every tenant's matches; a tenant's messages by time serve narrow windows (`last`).
+# A query's words are folded once by the planner (`ctxproxy_query_words` is declared IMMUTABLE:
+# unaccent's dictionary never changes under a running store), not re-unaccented for every row ranked.
+_SEARCH_SCOPE = """
+CREATE EXTENSION IF NOT EXISTS btree_gin;
+CREATE FUNCTION ctxproxy_query_words(query TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT regexp_replace(unaccent(query), '[^[:alnum:]]+', ' ', 'g') $$;
+DROP INDEX messages_tsv_gin;
+DROP INDEX messages_text_trgm;
+DROP INDEX summaries_tsv_gin;
+DROP INDEX summaries_content_trgm;
+CREATE INDEX messages_scope_tsv ON messages USING gin (tenant_id, conversation_id, role, tsv);
+CREATE INDEX messages_scope_trgm ON messages USING gin (tenant_id, conversation_id, role, text gin_trgm_ops);
+CREATE INDEX summaries_scope_tsv ON summaries USING gin (tenant_id, conversation_id, tsv);
+CREATE INDEX summaries_scope_trgm ON summaries USING gin (tenant_id, conversation_id, content gin_trgm_ops);
+CREATE INDEX messages_tenant_created ON messages (tenant_id, created_at);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -157,6 +178,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;\n"),
     Migration(7, "a summary's key covers its content (a tighter re-summary is a summary of its own)",
               _summary_keys_with_content),
+    Migration(8, "search indexes scoped by tenant, conversation and role; query words folded once",
+              _SEARCH_SCOPE),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 

@@ -2,7 +2,9 @@
 
 Words mode becomes one tsquery over the `tsv` column: each word or phrase a `phraseto_tsquery`, a
 prefix a `:*` lexeme, AND/OR/NOT as `&&`/`||`/`&& !!`; text is unaccented and split on anything but
-letters and digits, exactly as the trigger splits documents. Trigram mode (a `%substring%` term or
+letters and digits, exactly as the trigger splits documents, by `ctxproxy_query_words` (migration 8:
+declared IMMUTABLE, so the planner folds a search's whole tsquery into one constant instead of
+re-running unaccent for every row it ranks). Trigram mode (a `%substring%` term or
 CJK text) becomes ILIKE conditions, case-insensitive, served by the pg_trgm index. User text is
 always a bound parameter, never SQL.
 """
@@ -14,7 +16,7 @@ from typing import Any
 
 from store.pattern import Group, Leaf, Mode, Node, compile_pattern, parse_pattern
 
-_WORDS = "regexp_replace(unaccent({p}), '[^[:alnum:]]+', ' ', 'g')"
+_WORDS = "ctxproxy_query_words({p})"
 _PHRASE = "phraseto_tsquery('simple', " + _WORDS + ")"
 _PREFIX = ("to_tsquery('simple', regexp_replace(btrim(" + _WORDS + "), ' +', ' <-> ', 'g') || ':*')")
 

@@ -4,13 +4,21 @@ Same validation, filters and bounded ranking: each scope ranks only the CANDIDAT
 passing the filters (highest id first), best first; ranks are negative (better = more negative) so
 hits of both scopes merge like bm25's. Words rank by ts_rank with ts_headline snippets; substrings
 by pg_trgm word similarity with the first match bracketed.
+
+Where the time goes (100k messages, bench/search_pg.py): a scope's cost is one heap visit per match of
+the tenant (the GIN index yields row addresses, the id that orders candidates is in the heap), then
+one rank per candidate (at most CANDIDATES). ts_rank is cheap; word_similarity generates the trigrams
+of the whole text, ~25 us for a 150-character message and ~3 ms for 10 kB, so a tenant-wide substring
+search with 1,000 candidates spends most of its time ranking.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from store import search as sqlite_search
 from store.ingest import Runner
@@ -18,6 +26,16 @@ from store.models import SearchHit, SearchQuery
 from store.postgres.pattern import Compiled, compile_pg
 from store.search import Filters
 
+Statement = tuple[str, dict[str, Any]]
+Kind = Literal["message", "summary"]
+
+# Every search statement's plan: its scope's GIN index, never a sequential scan (the planner prices
+# ILIKE and @@ per row like `=`, and picks reading every row where the index is 5-10x faster); no
+# parallel workers or JIT (their start-up costs more than a few thousand heap rows; JIT compiling
+# measured 8-23 ms per statement, and a large tenant's estimates, or a disabled plan's, cross its
+# threshold). The statements are never prepared (Database.read_many): a generic plan cannot fold the
+# query words into a constant, so it would unaccent them again for every row it ranks.
+SETTINGS = {"enable_seqscan": "off", "max_parallel_workers_per_gather": "0", "jit": "off"}
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=6, ShortWord=0, FragmentDelimiter=…"
 _SNIPPET_CHARS = 48
 
@@ -37,19 +55,26 @@ def _match(c: Compiled, alias: str, column: str) -> tuple[str, str]:
     return cond, f"-(word_similarity(:terms, {alias}.{column}) + 1e-6)"
 
 
-def _sql(c: Compiled, table: str, alias: str, column: str, columns: str, where: str) -> str:
+def _sql(c: Compiled, table: str, alias: str, key: str, column: str, columns: str, where: str) -> str:
+    """One statement per scope: candidates, then their ranking, then snippets of the returned rows.
+
+    `matched` reads the scope's matches from its GIN index (tenant, conversation and role are index
+    columns, so only this tenant's matching rows are fetched); MATERIALIZED keeps the planner from
+    walking `key` newest first and testing every row against the pattern instead. Only (key, ctid)
+    pairs are kept; the newest N are re-read by ctid (a TID scan, no index descent) and ranked, and
+    only the `limit` best get a snippet.
+    """
     cond, rank = _match(c, alias, column)
-    snippet = (f"ts_headline('simple', {alias}.{column}, ({c.expr}), '{_HEADLINE}')" if c.mode == "words"
-               else f"{alias}.{column}")
-    # Matches come from the GIN index first (MATERIALIZED: the planner must not walk the primary key
-    # newest first, testing every row against the pattern), then the newest N are kept.
-    return (f"WITH matched AS MATERIALIZED (SELECT {alias}.id FROM {table} {alias} "
-            f"WHERE {where} AND {cond}), cand AS (SELECT id FROM matched ORDER BY id DESC LIMIT :n), "
-            f"hit AS (SELECT {alias}.id, {rank} AS rank FROM {table} {alias} "
-            f"WHERE {alias}.tenant_id = :tenant AND {alias}.id IN (SELECT id FROM cand) "
-            f"ORDER BY rank, {alias}.id LIMIT :limit) "
-            f"SELECT {columns}, hit.rank AS rank, {snippet} AS snippet FROM hit JOIN {table} {alias} "
-            f"ON {alias}.id = hit.id AND {alias}.tenant_id = :tenant ORDER BY hit.rank")
+    snippet = (f"ts_headline('simple', hit.body, ({c.expr}), '{_HEADLINE}')" if c.mode == "words"
+               else "hit.body")  # substrings: the whole text, cut around the match in Python
+    out = ", ".join("hit." + item.split()[-1].split(".")[-1] for item in columns.split(", "))
+    return (f"WITH matched AS MATERIALIZED (SELECT {alias}.{key} AS k, {alias}.ctid AS tid FROM {table} "
+            f"{alias} WHERE {where} AND {cond}), "
+            f"cand AS (SELECT tid FROM matched ORDER BY k DESC LIMIT :n) "
+            f"SELECT {out}, hit.rank, {snippet} AS snippet FROM (SELECT {columns}, {alias}.{column} AS body, "
+            f"{rank} AS rank, {alias}.{key} AS k FROM {table} {alias} "
+            f"WHERE {alias}.ctid = ANY (ARRAY(SELECT tid FROM cand)) AND {alias}.tenant_id = :tenant "
+            f"ORDER BY rank, k LIMIT :limit) AS hit ORDER BY hit.rank, hit.k")
 
 
 def _snippet(c: Compiled, text: str) -> str:
@@ -69,33 +94,61 @@ def _params(c: Compiled, params: dict[str, Any]) -> dict[str, Any]:
     return {**params, **c.params, "terms": " ".join(c.terms), "n": sqlite_search.CANDIDATES}
 
 
-def _message_hits(run: Runner, c: Compiled, f: Filters) -> list[SearchHit]:
+def _message_statement(c: Compiled, f: Filters) -> Statement:
     where, params = _where(f, "m", with_role=True)
-    sql = _sql(c, "messages", "m", "text", "m.id, m.conversation_id, m.role, m.created_at", where)
-    return [SearchHit(kind="message", id=str(r["id"]), conversation_id=r["conversation_id"],
-                      rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), role=r["role"],
-                      created_at=r["created_at"]) for r in run(sql, _params(c, params))]
+    sql = _sql(c, "messages", "m", "id", "text", "m.id, m.conversation_id, m.role, m.created_at", where)
+    return sql, _params(c, params)
 
 
-def _summary_hits(run: Runner, c: Compiled, f: Filters) -> list[SearchHit]:
+def _summary_statement(c: Compiled, f: Filters) -> Statement:
     where, params = _where(f, "s", with_role=False)
-    # summaries' key is `num`; the SQL reads `id`, so alias it through a sub-select
-    table = "(SELECT num AS id, id AS sid, tenant_id, conversation_id, depth, content, created_at, tsv " \
-            "FROM summaries WHERE tenant_id = :tenant)"
-    sql = _sql(c, table, "s", "content", "s.sid, s.conversation_id, s.depth, s.created_at", where)
-    return [SearchHit(kind="summary", id=r["sid"], conversation_id=r["conversation_id"],
-                      rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), depth=r["depth"],
-                      created_at=r["created_at"]) for r in run(sql, _params(c, params))]
+    sql = _sql(c, "summaries", "s", "num", "content", "s.id AS sid, s.conversation_id, s.depth, s.created_at",
+               where)
+    return sql, _params(c, params)
+
+
+def _hit(kind: Kind, c: Compiled, r: Any) -> SearchHit:
+    if kind == "message":
+        return SearchHit(kind="message", id=str(r["id"]), conversation_id=r["conversation_id"],
+                         rank=float(r["rank"]), snippet=_snippet(c, r["snippet"]), role=r["role"],
+                         created_at=r["created_at"])
+    return SearchHit(kind="summary", id=r["sid"], conversation_id=r["conversation_id"], rank=float(r["rank"]),
+                     snippet=_snippet(c, r["snippet"]), depth=r["depth"], created_at=r["created_at"])
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A search as statements, one per scope searched (independent: they can go in one round trip),
+    and how their rows become hits."""
+
+    compiled: Compiled
+    limit: int
+    kinds: tuple[Kind, ...]
+    statements: tuple[Statement, ...]
+
+    def hits(self, results: Sequence[Iterable[Any]]) -> list[SearchHit]:
+        """Each statement's rows (in statement order) as hits: both scopes merged by rank, cut to limit."""
+        found = [_hit(kind, self.compiled, r) for kind, rows in zip(self.kinds, results, strict=True)
+                 for r in rows]
+        found.sort(key=lambda h: (h.rank, h.kind, h.id))
+        return found[: self.limit]
+
+
+def plan(q: SearchQuery, now: float | None = None) -> Planned:
+    """The statements of a search (validated exactly as the SQLite store validates)."""
+    f = sqlite_search.parse_filters(q, time.time() if now is None else now)
+    c = compile_pg(q.pattern)
+    kinds: list[Kind] = []
+    if q.scope in ("message", "both"):
+        kinds.append("message")
+    if q.scope in ("summary", "both") and f.role is None:
+        kinds.append("summary")
+    build = {"message": _message_statement, "summary": _summary_statement}
+    return Planned(c, f.limit, tuple(kinds), tuple(build[k](c, f) for k in kinds))
 
 
 def search(run: Runner, q: SearchQuery, now: float | None = None) -> list[SearchHit]:
-    """Hits of the tenant, best rank first (the SQLite store's contract, store/search.py)."""
-    f = sqlite_search.parse_filters(q, time.time() if now is None else now)
-    c = compile_pg(q.pattern)
-    hits: list[SearchHit] = []
-    if q.scope in ("message", "both"):
-        hits += _message_hits(run, c, f)
-    if q.scope in ("summary", "both") and f.role is None:
-        hits += _summary_hits(run, c, f)
-    hits.sort(key=lambda h: (h.rank, h.kind, h.id))
-    return hits[: f.limit]
+    """Hits of the tenant, best rank first (the SQLite store's contract, store/search.py), one
+    statement at a time through `run` (the store sends them in one round trip: PgTenantStore.search)."""
+    planned = plan(q, now)
+    return planned.hits([run(sql, params).fetchall() for sql, params in planned.statements])

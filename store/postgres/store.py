@@ -30,6 +30,7 @@ from store.prefix_rows import PrefixRows
 from store.search import validate
 from store.store import TenantStore, tenant_id
 
+_OWN_CONVERSATION = "SELECT 1 FROM conversations WHERE tenant_id = :tenant AND id = :cid"
 _LOCK_KEY_CACHE = 100_000  # conversations whose lock key is remembered (cleared when full)
 
 
@@ -113,9 +114,12 @@ class PgTenantStore(TenantStore):
 
     def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
+        return self._pg.db.execute(*self._bound(sql, params))
+
+    def _bound(self, sql: str, params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         if ":tenant" not in sql:
             raise StoreError("internal: store query without tenant filter")
-        return self._pg.db.execute(sql, {**(params or {}), "tenant": self.tenant_id})
+        return sql, {**(params or {}), "tenant": self.tenant_id}
 
     @contextmanager
     def _tx(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
@@ -174,8 +178,16 @@ class PgTenantStore(TenantStore):
         """Deleted rows are dead tuples until (auto)vacuum reclaims them; nothing to do here."""
 
     def search(self, q: SearchQuery) -> list[SearchHit]:
-        """Full-text search (store/postgres/search.py); a named conversation must be this tenant's."""
+        """Full-text search (store/postgres/search.py); a named conversation must be this tenant's.
+
+        The conversation check and each scope's statement go in one round trip, under the search's
+        planner settings."""
         validate(q)
-        if q.conversation_id and not q.all_conversations:
-            self.conversation(q.conversation_id)
-        return pg_search.search(self._run, q)
+        planned = pg_search.plan(q)
+        named = None if q.all_conversations else q.conversation_id
+        checks = [(_OWN_CONVERSATION, {"cid": named})] if named else []
+        results = self._pg.db.read_many([self._bound(sql, params) for sql, params in
+                                         (*checks, *planned.statements)], pg_search.SETTINGS)
+        if named and results[0].fetchone() is None:
+            self.conversation(named)  # raises the store's NotFoundError
+        return planned.hits(results[len(checks):])

@@ -39,6 +39,7 @@ def create_database() -> str:
     with psycopg.connect(_url_for(name), autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
         conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent SCHEMA public")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS btree_gin SCHEMA public")
     return _url_for(name)
 
 

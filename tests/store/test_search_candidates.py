@@ -12,8 +12,9 @@ import pytest
 
 import store.search as search_mod
 from store.models import SearchQuery, SummaryDraft
+from store.postgres.store import PgStore
 from store.store import Store, TenantStore
-from tests.store.store_helpers import TokenCounter, require_sqlite, set_created_at
+from tests.store.store_helpers import TokenCounter, require_sqlite, set_created_at, sql
 
 N = 6  # the lowered candidate bound these tests run with (the real one is 1,000)
 
@@ -107,3 +108,34 @@ def test_summaries_are_cut_the_same_way(alice: TenantStore, convo: dict[str, Any
     monkeypatch.setattr(search_mod, "CANDIDATES", N)
     cut = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="summary", limit=N + 2))
     assert {h.id for h in cut} == set(made[-N:])
+
+
+def _pg_expected(store: PgStore, tenant: str, match: str, rank: str, allowed: set[int], n: int, limit: int
+                 ) -> list[tuple[str, float]]:
+    """(id, rank) of the best `limit` among the `n` most recent allowed matches, from a plain scan: the
+    cut breaks rank ties by id, the hits are then listed as the store lists them (by rank, then id text)."""
+    rows = sql(store, f"SELECT id, -({rank} + 1e-6) FROM messages WHERE tenant_id = ? AND {match}", (tenant,))
+    recent = sorted((r for r in rows if r[0] in allowed), key=lambda r: -r[0])[:n]
+    best = sorted(recent, key=lambda r: (r[1], r[0]))[:limit]
+    return sorted(((str(i), float(score)) for i, score in best), key=lambda h: (h[1], h[0]))
+
+
+@pytest.mark.parametrize(("pattern", "match", "rank"), [
+    ("invoice", "tsv @@ to_tsquery('simple', 'invoice')", "ts_rank(tsv, to_tsquery('simple', 'invoice'))"),
+    ("%nvoic%", "text ILIKE '%%nvoic%%'", "word_similarity('nvoic', text)"),
+])
+def test_postgres_ranks_the_most_recent_candidates(
+        store: Store, alice: TenantStore, bob: TenantStore, convo: dict[str, Any], counter: TokenCounter,
+        monkeypatch: pytest.MonkeyPatch, pattern: str, match: str, rank: str) -> None:
+    """The candidate cut, ranking and tie order equal a direct computation over every row (PostgreSQL)."""
+    if not isinstance(store, PgStore):
+        pytest.skip("computes the expected ranks with PostgreSQL functions")
+    bob.ingest(_texts(20), model="m", external_id=None, count_tokens=counter)  # same texts, other tenant
+    ids = set(convo["ids"])
+    for n, limit in ((1_000, 20), (N, 3), (N, N)):
+        monkeypatch.setattr(search_mod, "CANDIDATES", n)
+        hits = alice.search(SearchQuery(pattern, all_conversations=True, scope="message", limit=limit))
+        assert _got(hits) == _pg_expected(store, alice.tenant_id, match, rank, ids, n, limit)
+    users = set(convo["ids"][0::2])  # the role filter picks the candidates, never thins a cut list
+    cut = alice.search(SearchQuery(pattern, all_conversations=True, role="user", limit=N))
+    assert _got(cut) == _pg_expected(store, alice.tenant_id, match, rank, users, N, N)
