@@ -182,6 +182,14 @@ async def make_proxy(aiohttp_server: AiohttpServer, fake_upstream: FakeUpstream,
     return factory
 
 
+async def settled(server: TestServer) -> None:
+    """Wait until the engine thread has done what was queued on it so far: a non-streaming reply
+    is stored after the client is answered, so a test reading the store directly waits first."""
+    from proxy import appkeys
+
+    await server.app[appkeys.HOST].run(lambda: None)
+
+
 @pytest.fixture
 async def proxy_server(make_proxy: ProxyFactory) -> TestServer:
     return await make_proxy()

@@ -34,6 +34,7 @@ METRIC_NAMES = (
     "ctxproxy_recall_calls_total",
     "ctxproxy_prefix_stable_requests_total",
     "ctxproxy_prefix_checked_requests_total",
+    "ctxproxy_reply_store_failures_total",
     "ctxproxy_store_size_bytes",
     "ctxproxy_event_loop_lag_seconds",
     "ctxproxy_cache_bytes",
@@ -119,6 +120,8 @@ class Metrics:
                                 "Forwarded requests extending the previous one (cache-friendly)", reg)
         self.prefix_checked = _c("ctxproxy_prefix_checked_requests_total",
                                  "Forwarded requests with a previous one to compare against", reg)
+        self.reply_store_failures = _c("ctxproxy_reply_store_failures_total",
+                                       "Replies relayed to the client that could not be stored", reg)
         self.loop_lag = Histogram("ctxproxy_event_loop_lag_seconds",
                                   "How late the event loop woke a 50 ms sleep (time it was held)",
                                   registry=reg, buckets=_OVERHEAD_BUCKETS)
@@ -181,6 +184,10 @@ class Metrics:
     def recall_call(self, operation: str, via: str) -> None:
         """One search or expand answered, by the tool loop (`tool_loop`) or the HTTP API (`http`)."""
         self.recall_calls.labels(operation=operation, via=via).inc()
+
+    def reply_store_failed(self) -> None:
+        """A reply the client got but the store did not (it is ingested from the next request)."""
+        self.reply_store_failures.inc()
 
     def render(self) -> bytes:
         """Prometheus text exposition of this registry."""

@@ -36,6 +36,7 @@ from proxy.upstream.wire import first_message
 
 Outcome = TypeVar("Outcome")
 Relay = Callable[[AsyncIterator[bytes], sse.Writer], Awaitable[Outcome]]  # events, write -> outcome
+ReplyOf = Callable[["Turn", UpstreamReply], "dict[str, Any] | None"]  # the message to store, if any
 CONVERSATION_HEADER = "X-Conversation-Id"
 MAX_CONVERSATION_ID_CHARS = 256
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
@@ -215,18 +216,28 @@ def ctxproxy_headers(t: Turn, upstream_s: float) -> dict[str, str]:
 
 
 async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
-    return await relay_reply(t, upstream.complete(t.params, t.body, t.api_key), _store_reply)
+    return await relay_reply(t, upstream.complete(t.params, t.body, t.api_key), _reply_message)
 
 
-async def relay_reply(t: Turn, calling: Awaitable[UpstreamReply],
-                      finish: Callable[[Turn, UpstreamReply], Awaitable[None]]) -> web.Response:
-    """Forward one non-streaming call and relay its JSON body unchanged once `finish` stored the
-    reply: the one non-streaming path of the chat, Responses and Messages handlers."""
+async def relay_reply(t: Turn, calling: Awaitable[UpstreamReply], reply_of: ReplyOf) -> web.Response:
+    """Forward one non-streaming call and relay its JSON body unchanged: the one non-streaming path
+    of the chat, Responses and Messages handlers. The client is answered first; the reply
+    (`reply_of`) is stored right after, queued on the engine thread before this returns, so the
+    conversation's next request is prepared only once it is stored. A failure to store it is
+    logged and counted, never turned into an error: the client has its answer, and resends the
+    reply with its next request (ingested then)."""
     reply, upstream_s = await timed_call(t, calling)
-    await finish(t, reply)
+    storing = t.request.app[appkeys.HOST].finish_soon(t.prepared, t.turn, reply_of(t, reply))
+    storing.add_done_callback(lambda done: _after_store(t, done))
     headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
     observe_timing(t, upstream_s)
     return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
+
+
+def _after_store(t: Turn, done: asyncio.Future[None]) -> None:
+    """The outcome of a reply stored after the answer: a failure is logged and counted."""
+    if not done.cancelled() and done.exception() is not None:
+        log_store_failure(t, done.exception())
 
 
 async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[UpstreamReply, float]:
@@ -242,12 +253,13 @@ async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[Upstre
     return reply, time.perf_counter() - began
 
 
-async def _store_reply(t: Turn, reply: UpstreamReply) -> None:
+def _reply_message(t: Turn, reply: UpstreamReply) -> dict[str, Any] | None:
+    """The chat completion's message to store; its usage noted on the request record."""
     record = t.request[appkeys.RECORD]
     usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
     record.tokens_out = usage.get("completion_tokens") if usage else None
     record.cache_read_tokens = cached_prompt_tokens(usage)
-    await finish_turn(t, first_message(reply.data))
+    return first_message(reply.data)
 
 
 async def finish_turn(t: Turn, reply: dict[str, Any] | None) -> None:
@@ -300,9 +312,15 @@ async def _finish_logged(t: Turn, finishing: Awaitable[None]) -> None:
         await finishing
     except Exception as exc:
         t.request[appkeys.RECORD].error_code = "reply_store_failed"
-        t.request.app[appkeys.LOGGER].error(
-            "reply_store_failed", conversation_id=t.prepared.conversation_id,
-            error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
+        log_store_failure(t, exc)
+
+
+def log_store_failure(t: Turn, exc: BaseException | None) -> None:
+    """A reply the client has but the store does not: one log line and the failure counter."""
+    t.request.app[appkeys.METRICS].reply_store_failed()
+    t.request.app[appkeys.LOGGER].error(
+        "reply_store_failed", conversation_id=t.prepared.conversation_id,
+        error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
 
 
 async def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:

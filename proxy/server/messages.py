@@ -69,12 +69,12 @@ def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     return out
 
 
-async def _store_reply(t: Turn, message: dict[str, Any]) -> None:
-    """The reply's content blocks as one assistant message; usage (and cache reads) logged."""
+def _reply_message(t: Turn, message: dict[str, Any]) -> dict[str, Any] | None:
+    """The reply's content blocks as one assistant message to store; usage (and cache reads) noted."""
     content = message.get("content")
     _note_usage(t, message.get("usage"))
     stored = isinstance(content, list) and bool(content)
-    await finish_turn(t, wire.assistant_turn(content)[0] if stored else None)
+    return wire.assistant_turn(content)[0] if stored else None
 
 
 def _note_usage(t: Turn, usage: Any) -> None:
@@ -88,7 +88,7 @@ def _note_usage(t: Turn, usage: Any) -> None:
 
 async def _complete(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
     return await relay_reply(t, upstream.complete(t.params, t.body, t.api_key),
-                             lambda turn, reply: _store_reply(turn, reply.data))
+                             lambda turn, reply: _reply_message(turn, reply.data))
 
 
 async def _stream(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
@@ -100,7 +100,8 @@ async def finish_stream(t: Turn, outcome: anthropic_sse.MessagesOutcome) -> None
     """Store a complete streamed reply; log a broken one (nothing stored)."""
     if outcome.complete:
         # A failure to store is logged by relay_stream (the client has its reply).
-        await _store_reply(t, {"content": outcome.assembler.content(), "usage": outcome.assembler.usage})
+        await finish_turn(t, _reply_message(t, {"content": outcome.assembler.content(),
+                                                "usage": outcome.assembler.usage}))
         return
     t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
     t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,
@@ -115,7 +116,7 @@ async def translate_turn(t: Turn, body: dict[str, Any]) -> web.StreamResponse:
     reply, upstream_s = await timed_call(t, upstream.complete(t.params, {**t.body, "stream": False},
                                                               t.api_key))
     message = translate.anthropic_message(reply.data, str(body.get("model")))
-    await _store_reply(t, message)
+    await finish_turn(t, _reply_message(t, message))
     observe_timing(t, upstream_s)
     headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
     if body.get("stream") is not True:

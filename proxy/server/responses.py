@@ -73,8 +73,8 @@ def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     return out
 
 
-async def _store_reply(t: Turn, response: dict[str, Any]) -> None:
-    """The reply's output items, as one assistant message, after the request's last message."""
+def _reply_message(t: Turn, response: dict[str, Any]) -> dict[str, Any] | None:
+    """The reply's output items, as one assistant message to store after the request's last one."""
     output = response.get("output")
     items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
     completed = items and response.get("status", "completed") == "completed"
@@ -85,11 +85,11 @@ async def _store_reply(t: Turn, response: dict[str, Any]) -> None:
         details = usage.get("input_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         record.cache_read_tokens = cached if isinstance(cached, int) else None
-    await finish_turn(t, wire.assistant_message(items) if completed else None)
+    return wire.assistant_message(items) if completed else None
 
 
 async def _complete(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
-    return await relay_reply(t, _call(t, upstream), lambda turn, reply: _store_reply(turn, reply.data))
+    return await relay_reply(t, _call(t, upstream), lambda turn, reply: _reply_message(turn, reply.data))
 
 
 async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
@@ -116,7 +116,8 @@ async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
 
 async def _finish_stream(t: Turn, outcome: responses_sse.ResponsesOutcome) -> None:
     if outcome.complete and outcome.response is not None:
-        await _store_reply(t, outcome.response)  # a failure is logged by relay_stream (client has its reply)
+        # A failure to store is logged by relay_stream (the client has its reply).
+        await finish_turn(t, _reply_message(t, outcome.response))
         return
     t.request[appkeys.RECORD].error_code = outcome.error.code if outcome.error else "stream_incomplete"
     t.request.app[appkeys.LOGGER].warning("stream_broken", conversation_id=t.prepared.conversation_id,

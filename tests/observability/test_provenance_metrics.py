@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from proxy import appkeys
 from proxy.observability.metrics import METRIC_NAMES
-from tests.conftest import ProxyFactory
+from tests.conftest import ProxyFactory, settled
 from tests.fakes.upstream import FakeUpstream
 from tests.observability.obs_support import (
     MODEL,
@@ -59,6 +59,7 @@ async def run(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: P
         client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
         driven = await drive(client, server.app, TURNS, stream_every=5)
         await client.close()
+        await settled(server)
         after = await (await http.get(base + "/metrics")).text()
     return Run(server, logs, driven, before, after)
 

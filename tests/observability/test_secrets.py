@@ -17,7 +17,7 @@ from proxy import appkeys
 from proxy.observability.observer import ProxyObserver
 from store.interface import StoreBackend
 from store.postgres.store import PgStore
-from tests.conftest import ProxyFactory
+from tests.conftest import ProxyFactory, settled
 from tests.fakes.upstream import ErrorReply, FakeUpstream
 from tests.observability.obs_support import (
     CLIENT_KEY,
@@ -55,6 +55,7 @@ async def test_secrets_stay_out_of_everything_but_the_stored_message(
     await client.close()
     async with aiohttp.ClientSession() as http:
         metrics_text = await (await http.get(base + "/metrics")).text()
+    await settled(server)
     store = server.app[appkeys.STORE]
     tenant = store.for_tenant(store.tenant_id_for_key(CLIENT_KEY))
     cid = driven.headers[-1]["x-ctxproxy-conversation-id"]

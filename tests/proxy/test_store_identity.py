@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestServer
 from openai import AsyncOpenAI
 
 from proxy import appkeys
-from tests.conftest import TEST_API_KEY
+from tests.conftest import TEST_API_KEY, settled
 from tests.fakes.upstream import FakeUpstream, Reply
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant."}
@@ -39,6 +39,7 @@ async def test_ten_turns_of_full_resends_store_once(openai_client: AsyncOpenAI, 
         conversation_ids.add(raw.headers["X-Ctxproxy-Conversation-Id"])
         # SDK noise: the returned message object, resent as a dict (refusal None, annotations [] ...)
         history.append(raw.parse().choices[0].message.model_dump())
+    await settled(proxy_server)
     conversations, messages = stored(proxy_server)
     assert len(conversations) == 1 and conversation_ids == {conversations[0].id}
     assert len(messages) == 21

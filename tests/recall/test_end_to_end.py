@@ -28,7 +28,7 @@ from config.settings import (
     SummarizerSettings,
 )
 from proxy import appkeys
-from tests.conftest import TEST_API_KEY, ProxyFactory
+from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply, tool_call
 from tests.recall.recall_data import FACT
 from tests.sdk_params import sdk_messages, sdk_tools
@@ -165,6 +165,7 @@ async def test_model_recalls_a_compacted_fact(make_proxy: ProxyFactory, fake_ups
     assert_rounds_append_or_make_room(first["messages"], bodies[2]["messages"][:-4])
 
     # Stored: the client's history plus the final reply; the proxy's round only in the audit table.
+    await settled(server)
     tenant = server.app[appkeys.STORE].for_tenant(server.app[appkeys.STORE].tenant_id_for_key(TEST_API_KEY))
     stored = tenant.messages(cid)
     assert len(stored) == len(long_history()) + 1

@@ -19,7 +19,7 @@ from compaction import recall
 from compaction.prompts import EXPAND_LINE_PREFIX
 from config.settings import RecallSettings
 from proxy import appkeys
-from tests.conftest import TEST_API_KEY, ProxyFactory
+from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.upstream import FakeUpstream, Reply
 from tests.recall.test_end_to_end import (
     CLIENT_TOOL,
@@ -86,6 +86,7 @@ async def test_stored_summary_keeps_its_expand_line(make_proxy: ProxyFactory, fa
                                                     tmp_path: Path) -> None:
     """Stripping happens at render time only: the inspector still shows the structured summary."""
     _, server = await forwarded(make_proxy, fake_upstream, tmp_path, False, {}, [CLIENT_TOOL])
+    await settled(server)
     store = server.app[appkeys.STORE]
     tenant = store.for_tenant(store.tenant_id_for_key(TEST_API_KEY))
     [conversation] = tenant.list_conversations()

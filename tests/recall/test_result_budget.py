@@ -16,7 +16,7 @@ from compaction.recall_budget import MIN_RESULT_TOKENS, ResultBudget
 from compaction.tokens import TokenCounter
 from config.settings import RecallSettings
 from proxy import appkeys
-from tests.conftest import TEST_API_KEY, ProxyFactory
+from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
 from tests.recall.test_end_to_end import EXPAND, SEARCH, client, long_history, settings
 from tests.sdk_params import sdk_messages
@@ -103,6 +103,7 @@ async def test_expanding_a_huge_message_keeps_the_reask_within_budget(
     reply = await client(server).chat.completions.create(model="gpt-4o-mini", messages=sdk_messages(history))
     assert reply.choices[0].message.content == "done"
 
+    await settled(server)
     store = server.app[appkeys.STORE]
     tenant = store.for_tenant(store.tenant_id_for_key(TEST_API_KEY))
     [conversation] = tenant.list_conversations()
