@@ -12,6 +12,7 @@ requests between steps extend each other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import secrets
@@ -30,10 +31,11 @@ from compaction.breakers import SummarizerPool
 from compaction.budget import Budget
 from compaction.claims import StepClaims
 from compaction.deadline import Deadline
-from compaction.messages import strip_private_fields, validate_messages
+from compaction.messages import strip_private_fields, validate_resent
 from compaction.observer import CompactionObserver, NullObserver
 from compaction.passes import PassContext, Trigger
 from compaction.planner import REPLY_PRIMING, Plan
+from compaction.resend import RESENDS
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
@@ -44,7 +46,7 @@ from config.settings import Settings
 from store.fastjson import dumps_sorted
 from store.interface import StoreBackend, TenantAccess
 from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
-from store.running_hashes import RunningHashes, exact_json, exact_keys
+from store.running_hashes import RunningHashes, exact_json
 
 log = structlog.get_logger(__name__)
 # A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,
@@ -89,15 +91,20 @@ class Engine:
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
-        received = list(turn.messages)
-        keys = exact_keys(received)  # encoded once: validation, identity and forwarded hashes share it
-        messages = validate_messages(received, keys)
+        # Encoded once (validation, identity and forwarded hashes share the keys); the leading
+        # messages the previous request had are its own dicts, validated then (resend.py).
+        resent = RESENDS.resent(turn.tenant_id, turn.external_conversation_id, list(turn.messages))
+        messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
+                                             expected=resent.expected)
         counter = await TokenCounter.for_model_async(turn.model)
-        ctx = self._context(turn, messages, keys, await precounted(counter, messages))
+        ctx = self._context(turn, messages, resent.keys, await precounted(counter, messages,
+                                                                          encoded=resent.blob))
         outcome = await self._fit(ctx)
         forwarded = outcome.plan.messages
         validate_outgoing(forwarded, messages)  # a failure here is a ctxproxy bug: let it raise
-        return self._record(ctx, outcome)
+        prepared = self._record(ctx, outcome)
+        RESENDS.keep(resent, expected)
+        return prepared
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
         """Store the provider's reply to the request's last message (counted once with the
@@ -342,14 +349,17 @@ def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     return replace(wv, view=view, latest_version=view.version)
 
 
-async def precounted(counter: TokenCounter,
-                     messages: list[dict[str, Any]]) -> Callable[[dict[str, Any]], int]:
+async def precounted(counter: TokenCounter, messages: list[dict[str, Any]],
+                     encoded: bytes | None = None) -> Callable[[dict[str, Any]], int]:
     """The token counter ingest uses; for a large request every message is counted in a worker
-    thread first (tokenising megabytes would stall the loop), a small one is counted as stored."""
+    thread first (tokenising megabytes would stall the loop), a small one is counted as stored.
+    `encoded`: the messages' UTF-8 JSON, when known: no longer than PRECOUNT_CHARS, their text is
+    shorter still (a character is at least a byte there), so it is not measured."""
     def count(m: dict[str, Any]) -> int:
         return counter.count_message(strip_private_fields(m))
 
-    if len(messages) < PRECOUNT_MESSAGES and _text_chars(messages) < PRECOUNT_CHARS:
+    small_text = encoded is not None and len(encoded) < PRECOUNT_CHARS
+    if len(messages) < PRECOUNT_MESSAGES and (small_text or _text_chars(messages) < PRECOUNT_CHARS):
         return count
     counts = await asyncio.to_thread(lambda: {id(m): count(m) for m in messages})
     return lambda m: counts[id(m)] if id(m) in counts else count(m)
@@ -385,8 +395,12 @@ def prefix_hashes(messages: tuple[dict[str, Any], ...], known: Mapping[int, byte
     message: a resent history's forwarded list is mostly the previous one's, the conversation's last
     one is compared first). `known`: the exact JSON of messages already encoded this request, by
     `id()` (objects the caller keeps alive meanwhile)."""
-    known = known or {}
-    keys = [known[id(m)] if id(m) in known else exact_json(m) for m in messages]
+    keys: list[bytes | None] = list(map((known or {}).get, map(id, messages)))  # in C: no Python pass
+    missing = -1
+    with contextlib.suppress(ValueError):  # no None left
+        while True:  # a summary, the anchor block, a message not plain JSON: encoded here
+            missing = keys.index(None, missing + 1)
+            keys[missing] = exact_json(messages[missing])
     return tuple(_FORWARDED.over(messages, keys=keys, run=conversation_id))
 
 

@@ -25,7 +25,8 @@ _PART_TYPES_BY_ROLE: dict[str, set[str]] = {
     "system": _TEXT_PART_TYPES, "developer": _TEXT_PART_TYPES, "tool": _TEXT_PART_TYPES,
     "function": _TEXT_PART_TYPES, "user": _USER_PART_TYPES, "assistant": {"text", "refusal"},
 }
-_NO_CALLS: frozenset[str] = frozenset()
+Expected = frozenset[str]  # the tool call ids a tool result may answer at a point of the list
+_NO_CALLS: Expected = frozenset()
 MAX_VALID_BYTES = 4 * 1024 * 1024  # valid messages remembered (about seven resent 100k-token histories)
 _VALID_OVERHEAD = 160  # an entry beyond its JSON: the bytes header 33, the ordered dict's slots ~120
 
@@ -82,25 +83,38 @@ def validate_messages(raw: Any, keys: Sequence[bytes | None] | None = None,
     `keys`: each message's exact JSON (`exact_keys`); a message `memo` knows valid is not walked
     again, and each one that passes is remembered. The list's own check (tool results answering
     calls) runs every time."""
+    return validate_resent(raw, keys, memo=memo)[0]
+
+
+def validate_resent(raw: Any, keys: Sequence[bytes | None] | None = None, *, valid: int = 0,
+                    expected: Expected | None = None,
+                    memo: ValidMessages = VALID) -> tuple[list[dict[str, Any]], Expected]:
+    """`validate_messages`, where the first `valid` messages passed before as the leading messages of
+    a list (compaction/resend.py), and `expected` (when known) is the tool calls a result may answer
+    after them; also returns that state after the last message (to resume from next time)."""
     if not isinstance(raw, list):
         raise _fail("messages", f"expected an array of message objects, got {_type_name(raw)}")
     if not raw:
         raise _fail("messages", "must contain at least one message")
-    known = memo.known(keys) if keys is not None else [False] * len(raw)
-    unseen = [index for index, seen in enumerate(known) if not seen]
+    rest = keys[valid:] if keys is not None else None
+    known = memo.known(rest) if rest is not None else [False] * (len(raw) - valid)
+    unseen = [valid + index for index, seen in enumerate(known) if not seen]
     for index in unseen:
         _validate_message(raw[index], f"messages[{index}]")
     if keys is not None:
         memo.remember([key for key in (keys[index] for index in unseen) if key is not None])
-    _refuse_orphan_results(raw)
-    return raw
+    if expected is None or not valid:
+        return raw, _refuse_orphan_results(raw)
+    return raw, _refuse_orphan_results(raw, valid, expected)
 
 
-def _refuse_orphan_results(messages: list[dict[str, Any]]) -> None:
+def _refuse_orphan_results(messages: list[dict[str, Any]], start: int = 0,
+                           expected: Expected = _NO_CALLS) -> Expected:
     """A tool result must answer a call of the assistant message its round starts with (as OpenAI
-    requires): an orphan is refused, never forwarded nor repaired behind the client's back."""
-    expected: frozenset[str] | set[str] = _NO_CALLS
-    for index, message in enumerate(messages):
+    requires): an orphan is refused, never forwarded nor repaired behind the client's back. Checks
+    from `start` on, with `expected` the state there; returns the state after the last message."""
+    for index in range(start, len(messages)):
+        message = messages[index]
         role = message.get("role")
         if role == "tool":
             if message["tool_call_id"] not in expected:
@@ -109,9 +123,10 @@ def _refuse_orphan_results(messages: list[dict[str, Any]]) -> None:
                             "(a tool message must follow the assistant message that made the call)")
         elif role == "assistant":
             calls = message.get("tool_calls")
-            expected = {c["id"] for c in calls} if calls else _NO_CALLS
+            expected = frozenset(c["id"] for c in calls) if calls else _NO_CALLS
         elif role != "function":
             expected = _NO_CALLS
+    return expected
 
 
 def _type_name(value: Any) -> str:

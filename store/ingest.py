@@ -143,8 +143,7 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], up
         pinned = {r[0] for r in run("SELECT seq FROM messages WHERE tenant_id = :tenant AND "
                                     "conversation_id = :cid AND seq < :n AND pinned = 1",
                                     {"cid": cid, "n": len(cached)})}
-        prefix = [(*r[:7], 1 if r[2] in pinned else 0, *r[8:]) if r[7] != (r[2] in pinned) else r
-                for r in cached] + found
+        prefix = _with_pins(cached, pinned) + found
     else:
         prefix = found
     made = cache.made(cid) if cache is not None else NOTHING_MADE
@@ -161,6 +160,16 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], up
         run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN {marks}", params)
         out = [s if s.id not in newly_pinned else _pinned(s) for s in out]
     return out
+
+
+def _with_pins(cached: Sequence[Row], pinned: set[int]) -> list[Row]:
+    """Cached rows seq 0..n-1 with the pins read now: pinning only ever sets the flag (a pinned row
+    stays pinned), so only the rows pinned since they were cached change, found by seq."""
+    rows = list(cached)
+    for seq in pinned:
+        if seq < len(rows) and not rows[seq][7]:
+            rows[seq] = (*rows[seq][:7], 1, *rows[seq][8:])
+    return rows
 
 
 def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:

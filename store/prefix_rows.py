@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.models import StoredMessage
-from store.running_hashes import kept
+from store.running_hashes import kept, key_bytes
 
 Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
 MAX_ROWS = 16_384  # some 50 resent 100k-token histories
@@ -55,7 +55,7 @@ class Made:
             before.keys[i] if i < len(before.messages) and before.messages[i] is m else None if k is None
             else kept(k) for i, k, m in zip(range(leading, len(messages)), keys[leading:], messages[leading:],
                                             strict=True))
-        size = sum(2 * len(k) for k in held if k is not None) + RECORD_BYTES * len(messages)
+        size = 2 * key_bytes(held) + RECORD_BYTES * len(messages)
         return cls(rows, held, messages, size)
 
     def leading(self, rows: Sequence[Row], keys: Sequence[bytes | None]) -> tuple[StoredMessage, ...]:

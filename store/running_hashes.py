@@ -15,6 +15,7 @@ right-sized copy, or a 60-byte message would hold 4 KiB and the bound would unde
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -51,6 +52,22 @@ def exact_keys(messages: Sequence[Any]) -> list[bytes | None]:
     """Every message's exact JSON, once per request: the key of each memo keyed by it (validation,
     chain hashes, forwarded hashes), so a resent history is encoded once, not once per memo."""
     return [exact_json(m) for m in messages]
+
+
+def leading_equal(held: Sequence[bytes | None], keys: Sequence[bytes | None]) -> int:
+    """How many leading `keys` equal the `held` ones (a None never does), compared in C: a resend
+    shares hundreds of them, and a Python loop over them cost more than the rest of the look-up."""
+    same = list(map(operator.eq, held, keys))
+    shared = same.index(False) if False in same else len(same)
+    try:
+        return list(held[:shared]).index(None)
+    except ValueError:
+        return shared
+
+
+def key_bytes(keys: Sequence[bytes | None]) -> int:
+    """The bytes of the keys that are known (summed in C)."""
+    return sum(map(len, filter(None, keys)))
 
 
 def kept(key: bytes) -> bytes:
@@ -127,11 +144,7 @@ class RunningHashes:
             seen = self._runs.get(run)
         if seen is None or seen.previous != previous:
             return (), []
-        shared = 0
-        for old, new in zip(seen.keys, keys, strict=False):
-            if old is None or old != new:
-                break
-            shared += 1
+        shared = leading_equal(seen.keys, keys)
         return seen.keys[:shared], list(seen.hashes[:shared])
 
     def _keep_run(self, run: Hashable, made: _Run) -> None:
@@ -177,5 +190,5 @@ def _run(previous: str, shared: tuple[bytes | None, ...], keys: Sequence[bytes |
     """The run to keep: the keys it shared with the last one as they were kept, the rest copied."""
     fresh = tuple(None if k is None else kept(k) for k in keys[len(shared):])
     held = shared + fresh
-    size = sum(len(k) for k in held if k is not None) + _RUN_ENTRY_OVERHEAD * (len(held) + 1)
+    size = key_bytes(held) + _RUN_ENTRY_OVERHEAD * (len(held) + 1)
     return _Run(previous, held, tuple(hashes), size)

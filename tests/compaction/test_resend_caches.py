@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from compaction import engine as engine_mod
-from compaction import raw_runs, workview
+from compaction import raw_runs, resend, workview
 from compaction.engine import Engine
 from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
@@ -53,6 +53,7 @@ def _emptied(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workview, "RAW_RUNS", raw_runs.RawRuns())
     monkeypatch.setattr(identity, "CHAINS", RunningHashes(identity._chain_step))
     monkeypatch.setattr(engine_mod, "_FORWARDED", RunningHashes(engine_mod._forwarded_step))
+    monkeypatch.setattr(engine_mod, "RESENDS", resend.Resends())
     forwarded._digest.cache_clear()
 
 
@@ -77,6 +78,8 @@ def _requests() -> list[Callable[[list[dict[str, Any]]], list[dict[str, Any]]]]:
         lambda h: [{**m, "refusal": None} if m.get("role") == "assistant" else m for m in h]
         + [user("echoed with SDK noise")],
         lambda h: [{**h[1], "pinned": True} if i == 1 else m for i, m in enumerate(h)] + [user("pin it")],
+        lambda h: [*h, {**user("typed"), "n": 1}],
+        lambda h: [*h[:-2], {**h[-2], "n": 1.0}, *h[-1:], user("equal in Python, not in JSON: a fork")],
         lambda h: h[:4] + [user("an edited turn: a fork")],
         lambda h: h[:-2],  # a regenerated reply: the request is shorter
         lambda h: [*h, user("last one")],

@@ -1,0 +1,167 @@
+"""The previous request of each conversation: a resend's leading messages found in one comparison.
+
+A client resends its whole history each turn, so a request's leading messages are, byte for byte, the
+previous request's. The request's messages are encoded as one list (orjson: one C call) and compared
+with the previous request's encoding: the leading messages the two share are found without a pass per
+message, and their exact JSON (store/running_hashes.py `exact_keys`) are slices of that encoding.
+The shared messages are handed on as the previous request's own dicts (equal JSON: forwarding them
+forwards the client's bytes), so what is memoised by identity downstream holds for them; they passed
+validation then, so they are not checked again. Bounded in bytes, least recently used first out.
+
+Exactness: equal bytes are equal JSON values (key order included), except that orjson writes NaN and
+the infinities as null; so the shared dicts are compared with `==` too (a NaN or an infinity is not
+None), and a request holding anything but plain JSON (store/fastjson.py `is_plain`) is never kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from store.running_hashes import exact_json, exact_keys, kept
+
+MAX_BYTES = 12 * 1024 * 1024  # about nine resent 100k-token histories (at the estimate below)
+# Bytes of one kept message beyond its share of the encoding: its dict and its share of the tuple,
+# and its strings once more (the records of store/prefix_rows.py mostly hold them already).
+_MESSAGE_BYTES = 512
+Key = tuple[str, str | None, bytes]  # (tenant, external conversation id, the first message's exact JSON)
+Expected = frozenset[str]  # tool call ids a tool result may answer next (compaction/messages.py)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """One request's messages as validated, and their encoding as one list."""
+
+    messages: tuple[dict[str, Any], ...]
+    blob: bytes  # orjson.dumps(list(messages)), right-sized
+    ends: tuple[int, ...]  # offset in `blob` just past each message
+    expected: Expected  # validation state after the last message
+    size: int
+
+
+@dataclass(frozen=True)
+class Resent:
+    """A request's messages: the previous request's dicts for the leading ones they share, then its own."""
+
+    messages: list[dict[str, Any]]
+    keys: list[bytes | None]  # each message's exact JSON
+    shared: int  # leading messages the previous request had (validated then)
+    expected: Expected | None  # validation state after them, when they are all the previous request's
+    blob: bytes | None  # the request's encoding as one list (None: not plain JSON)
+    key: Key | None
+    ends: tuple[int, ...] = ()  # offset in `blob` just past each shared message
+
+
+class Resends:
+    """The previous request per (tenant, conversation id header, first message); thread-safe."""
+
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self._held: OrderedDict[Key, Prior] = OrderedDict()
+        self._bytes = 0
+        self._max = max_bytes
+        self._lock = threading.Lock()
+
+    def resent(self, tenant: str, external_id: str | None, received: list[dict[str, Any]]) -> Resent:
+        """`received` with the leading messages it shares with the previous request found."""
+        first = exact_json(received[0]) if received else None
+        blob = _encoded(received) if first is not None else None
+        if first is None or blob is None:
+            return Resent(received, exact_keys(received), 0, None, None, None)
+        key = (tenant, external_id, first)
+        with self._lock:
+            prior = self._held.get(key)
+            if prior is not None:
+                self._held.move_to_end(key)
+        shared = _shared(prior, blob, received) if prior is not None else 0
+        if prior is None or not shared:
+            return Resent(received, exact_keys(received), 0, None, blob, key)
+        ends = prior.ends[:shared]
+        keys: list[bytes | None] = [blob[start:end] for start, end in
+                                    zip((1, *(e + 1 for e in ends[:-1])), ends, strict=True)]
+        keys += exact_keys(received[shared:])
+        expected = prior.expected if shared == len(prior.messages) else None
+        return Resent([*prior.messages[:shared], *received[shared:]], keys, shared, expected, blob, key,
+                      ends)
+
+    def keep(self, resent: Resent, expected: Expected) -> None:
+        """Remember `resent`'s messages, validated, as its conversation's previous request (not when
+        they are not all plain JSON)."""
+        if resent.key is None or resent.blob is None or None in resent.keys:
+            return
+        prior = _prior(resent, expected)
+        with self._lock:
+            old = self._held.pop(resent.key, None)
+            self._bytes -= old.size if old is not None else 0
+            if prior.size > self._max:
+                return
+            self._held[resent.key] = prior
+            self._bytes += prior.size
+            while self._bytes > self._max:
+                _, dropped = self._held.popitem(last=False)
+                self._bytes -= dropped.size
+
+    def forget(self) -> None:
+        with self._lock:
+            self._held.clear()
+            self._bytes = 0
+
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+def _encoded(messages: list[dict[str, Any]]) -> bytes | None:
+    try:
+        return orjson.dumps(messages)
+    except orjson.JSONEncodeError:  # a big int, a lone surrogate, a non-str key: no comparison
+        return None
+
+
+def _shared(prior: Prior, blob: bytes, received: Sequence[dict[str, Any]]) -> int:
+    """How many leading messages of `received` are exactly the prior's: the longest run whose bytes
+    are a prefix of `blob` (the encodings agree up to where a message ends, so it is that message),
+    confirmed by `==` (NaN and infinity, written as null, differ from None)."""
+    view = memoryview(prior.blob)
+    if blob.startswith(view[:len(prior.blob) - 1]):  # every prior message (the list's `]` aside)
+        shared = len(prior.messages)
+    else:
+        shared = _common_messages(prior.ends, view, blob)
+    if shared > len(received):
+        return 0
+    return shared if list(prior.messages[:shared]) == received[:shared] else 0
+
+
+def _common_messages(ends: tuple[int, ...], view: memoryview, blob: bytes) -> int:
+    """The number of leading messages whose bytes `blob` shares with the prior's (binary search on
+    message ends: sharing the bytes up to one message's end implies sharing every one before)."""
+    low, high = 0, len(ends)  # the answer lies in [low, high]
+    while low < high:
+        mid = (low + high + 1) // 2
+        if blob.startswith(view[:ends[mid - 1]]):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _prior(resent: Resent, expected: Expected) -> Prior:
+    """The Prior of a request whose messages are all plain (every key known)."""
+    ends = list(resent.ends)
+    end = ends[-1] if ends else 0
+    for key in resent.keys[len(ends):]:
+        end += 1 + len(key or b"")  # the `[` or `,` before it, then its bytes
+        ends.append(end)
+    blob = kept(resent.blob or b"")
+    size = 2 * len(blob) + _MESSAGE_BYTES * len(resent.messages)
+    return Prior(tuple(resent.messages), blob, tuple(ends), expected, size)
+
+
+RESENDS = Resends()
