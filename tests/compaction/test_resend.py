@@ -30,6 +30,10 @@ def _copy(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _result(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": "ok"}
+
+
 def _seen(memo: Resends, messages: list[dict[str, Any]]) -> None:
     resent = memo.resent("t", None, messages)
     _, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared, expected=resent.expected)
@@ -85,10 +89,10 @@ def test_other_tenants_and_conversation_ids_share_nothing() -> None:
 def test_validation_resumes_after_the_shared_messages() -> None:
     memo = Resends()
     _seen(memo, HISTORY[:3])  # ends with an open tool round (call c1)
-    answered = memo.resent("t", None, [*_copy(HISTORY[:3]), {"role": "tool", "tool_call_id": "c1", "content": "ok"}])
+    answered = memo.resent("t", None, [*_copy(HISTORY[:3]), _result("c1")])
     assert answered.expected == frozenset({"c1"})
     validate_resent(answered.messages, answered.keys, valid=answered.shared, expected=answered.expected)
-    orphan = memo.resent("t", None, [*_copy(HISTORY[:3]), {"role": "tool", "tool_call_id": "c9", "content": "?"}])
+    orphan = memo.resent("t", None, [*_copy(HISTORY[:3]), _result("c9")])
     with pytest.raises(InvalidRequestError, match=r"messages\[3\].tool_call_id"):
         validate_resent(orphan.messages, orphan.keys, valid=orphan.shared, expected=orphan.expected)
     bad = memo.resent("t", None, [*_copy(HISTORY[:3]), {"role": "user", "content": 5}])
