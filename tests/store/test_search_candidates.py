@@ -139,3 +139,27 @@ def test_postgres_ranks_the_most_recent_candidates(
     users = set(convo["ids"][0::2])  # the role filter picks the candidates, never thins a cut list
     cut = alice.search(SearchQuery(pattern, all_conversations=True, role="user", limit=N))
     assert _got(cut) == _pg_expected(store, alice.tenant_id, match, rank, users, N, N)
+
+
+def test_postgres_ranks_a_long_text_on_the_window_around_its_match(
+        store: Store, alice: TenantStore, counter: TokenCounter) -> None:
+    """A multi-kB tool output ranks by word similarity near its first term's first match
+    (search.RANK_WINDOW): the terms found there rank it high, whatever surrounds them."""
+    if not isinstance(store, PgStore):
+        pytest.skip("PostgreSQL's word-similarity ranking")
+    from store.postgres.search import RANK_WINDOW
+
+    filler = " ".join(f"x{j:05d}" for j in range(3_000))  # ~21 kB of unrelated words
+    near = "the overdue invoice for ORD-7 was paid"
+    long_text = f"{filler} {near} {filler}"
+    assert len(long_text) > 100 * RANK_WINDOW
+    alice.ingest([{"role": "tool", "tool_call_id": "c1", "content": long_text},
+                  {"role": "user", "content": near}], model="m", external_id=None, count_tokens=counter)
+    hits = alice.search(SearchQuery("%overdue invoice%", all_conversations=True, scope="message"))
+    assert [h.role for h in hits] and len(hits) == 2
+    window_rank = sql(store, "SELECT -(word_similarity('overdue invoice', substr(text, greatest(1, "
+                             "strpos(lower(text), 'overdue') - ?), ?)) + 1e-6) FROM messages "
+                             "WHERE role = 'tool'", (RANK_WINDOW // 2, RANK_WINDOW + 7))[0][0]
+    by_role = {h.role: h.rank for h in hits}
+    assert by_role["tool"] == pytest.approx(float(window_rank)) and by_role["tool"] < -0.5
+    assert "[overdue] [invoice]" in next(h.snippet for h in hits if h.role == "tool")

@@ -162,25 +162,35 @@ def _check_folded(store: StoreBackend, cid: str, ids: list[int]) -> None:
     assert alice.add_summary(_draft(cid, ids, "text of sum_dddddddddddd")).id == "sum_dddddddddddd"
 
 
-def test_sqlite_migration_folds_duplicate_summaries(tmp_path: Path) -> None:
+def _sqlite_before(tmp_path: Path, version: int) -> tuple[Store, Callable[[], object]]:
+    """A SQLite store migrated to just below `version`, and the call applying the rest."""
     path = str(tmp_path / "old.db")
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA foreign_keys = ON")
-    apply_sqlite(conn, tuple(m for m in SQLITE_MIGRATIONS if m.version < 5))
-    store = Store(sqlite_utils.Database(conn), "s" * 64, StoreSettings(path=path))
+    apply_sqlite(conn, tuple(m for m in SQLITE_MIGRATIONS if m.version < version))
+    return Store(sqlite_utils.Database(conn), "s" * 64, StoreSettings(path=path)), lambda: apply_sqlite(conn)
+
+
+def _postgres_before(pg_url: str, version: int) -> tuple[PgStore, Callable[[], object]]:
+    """A PostgreSQL store migrated to just below `version`, and the call applying the rest."""
+    db = Database(pg_url)
+    apply_pg(db, tuple(m for m in PG_MIGRATIONS if m.version < version))
+    db.execute("INSERT INTO meta (key, value) VALUES ('tenant_secret', :v)", {"v": "s" * 64})
+    return PgStore(db, "s" * 64, StoreSettings(url=pg_url)), lambda: apply_pg(db)
+
+
+def test_sqlite_migration_folds_duplicate_summaries(tmp_path: Path) -> None:
+    store, apply_rest = _sqlite_before(tmp_path, 5)
     cid, ids = _old_duplicates(store)
-    apply_sqlite(conn)
+    apply_rest()
     _check_folded(store, cid, ids)
     store.close()
 
 
 def test_postgres_migration_folds_duplicate_summaries(pg_url: str) -> None:
-    db = Database(pg_url)
-    apply_pg(db, tuple(m for m in PG_MIGRATIONS if m.version < 4))
-    db.execute("INSERT INTO meta (key, value) VALUES ('tenant_secret', :v)", {"v": "s" * 64})
-    store = PgStore(db, "s" * 64, StoreSettings(url=pg_url))
+    store, apply_rest = _postgres_before(pg_url, 4)
     cid, ids = _old_duplicates(store)
-    apply_pg(db)
+    apply_rest()
     _check_folded(store, cid, ids)
     store.close()
 
@@ -201,19 +211,12 @@ def _rekeyed_at_7(store: StoreBackend, apply_rest: Callable[[], object]) -> None
 
 
 def test_sqlite_migration_7_keys_summaries_with_their_content(tmp_path: Path) -> None:
-    path = str(tmp_path / "v6.db")
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA foreign_keys = ON")
-    apply_sqlite(conn, tuple(m for m in SQLITE_MIGRATIONS if m.version < 7))
-    store = Store(sqlite_utils.Database(conn), "s" * 64, StoreSettings(path=path))
-    _rekeyed_at_7(store, lambda: apply_sqlite(conn))
+    store, apply_rest = _sqlite_before(tmp_path, 7)
+    _rekeyed_at_7(store, apply_rest)
     store.close()
 
 
 def test_postgres_migration_7_keys_summaries_with_their_content(pg_url: str) -> None:
-    db = Database(pg_url)
-    apply_pg(db, tuple(m for m in PG_MIGRATIONS if m.version < 7))
-    db.execute("INSERT INTO meta (key, value) VALUES ('tenant_secret', :v)", {"v": "s" * 64})
-    store = PgStore(db, "s" * 64, StoreSettings(url=pg_url))
-    _rekeyed_at_7(store, lambda: apply_pg(db))
+    store, apply_rest = _postgres_before(pg_url, 7)
+    _rekeyed_at_7(store, apply_rest)
     store.close()
