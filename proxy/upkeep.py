@@ -58,11 +58,18 @@ def checkpoint_once(store: StoreBackend, settings: StoreSettings, *,
 async def checkpoint_periodically(store: StoreBackend, settings: StoreSettings,
                                   logger: FilteringBoundLogger,
                                   tick_s: float = CHECKPOINT_TICK_S) -> None:
-    """WAL checkpoints in a worker thread, so no request's commit pays for syncing the file."""
+    """WAL checkpoints in a worker thread, so no request's commit pays for syncing the file. When
+    cancelled, a checkpoint in flight is finished first (a thread cannot be interrupted): the final
+    TRUNCATE at shutdown would otherwise meet it and be answered busy."""
     while True:
         await asyncio.sleep(tick_s)
+        tick = asyncio.ensure_future(asyncio.to_thread(checkpoint_once, store, settings))
         try:
-            await asyncio.to_thread(checkpoint_once, store, settings)
+            await asyncio.shield(tick)
+        except asyncio.CancelledError:
+            with contextlib.suppress(CtxProxyError):
+                await tick
+            raise
         except CtxProxyError as exc:  # a busy store retries at the next tick
             logger.warning("store.checkpoint_failed", error=exc.message)
 

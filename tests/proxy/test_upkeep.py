@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
+import structlog
 
 from config.settings import StoreSettings
-from proxy.upkeep import checkpoint_once, wal_bytes
+from proxy.upkeep import checkpoint_once, checkpoint_periodically, wal_bytes
+from store.db import CheckpointMode
+from store.interface import StoreBackend
 from store.store import Store, TenantStore
 from tests.store.store_helpers import TokenCounter, history
 
@@ -69,3 +74,38 @@ def test_truncate_completes_under_continuous_writes(served: tuple[Store, TenantS
     assert completed >= 1
     assert largest < 6 * 1024 * 1024, largest
     assert len(tenant.tool_rounds(cid)) == 3_000
+
+
+class _SlowCheckpoints:
+    """Checkpoints of the real store that wait for `release` (a checkpoint caught in flight)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.finished = 0
+
+    def checkpoint(self, mode: CheckpointMode = "PASSIVE", *, exclusive: bool = False) -> bool:
+        self.entered.set()
+        assert self.release.wait(30)
+        done = self.store.checkpoint(mode, exclusive=exclusive)
+        self.finished += 1
+        return done
+
+
+async def test_cancelling_the_periodic_checkpoint_finishes_the_one_in_flight(
+        served: tuple[Store, TenantStore, str]) -> None:
+    """Shutdown cancels the periodic task, then empties the WAL: a checkpoint thread still running
+    would make that TRUNCATE busy, so cancelling waits for it."""
+    store, slow = served[0], _SlowCheckpoints(served[0])
+    task = asyncio.create_task(checkpoint_periodically(cast(StoreBackend, slow), store.settings,
+                                                       structlog.get_logger(), 0.0))
+    await asyncio.to_thread(slow.entered.wait, 30)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # still waiting for the checkpoint thread
+    slow.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert slow.finished == 1
+    assert store.checkpoint("TRUNCATE") and wal_bytes(store.settings) == 0
