@@ -13,6 +13,7 @@ summary); stored messages are never recounted.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -26,6 +27,7 @@ from store.models import assembled
 REPLY_PRIMING = 3  # tokens OpenAI adds to every request to prime the reply (see tokens.py)
 
 Category = Literal["system", "anchors", "summaries", "fresh_tail"]
+Render = Callable[[Entry], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class Plan:
     def summary_ids(self) -> tuple[str, ...]:
         return tuple(s.ref for s in self.slots if s.category == "summaries")
 
-    @property
+    @cached_property
     def occupancy(self) -> Occupancy:
         by = dict.fromkeys(("system", "anchors", "summaries", "fresh_tail"), 0)
         for s in self.slots:  # one pass
@@ -70,6 +72,9 @@ class Plan:
         return Occupancy(system=by["system"] + REPLY_PRIMING, anchors=by["anchors"],
                          summaries=by["summaries"], fresh_tail=by["fresh_tail"],
                          tools=self.tools_tokens, budget=self.budget)
+
+
+MakeSlots = Callable[[Sequence[Entry], Render], list[Slot]]
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,10 @@ class SystemMessage:
 def build_plan(system: Sequence[SystemMessage], anchor_block: dict[str, Any] | None,
                anchor_tokens: int, entries: Sequence[Entry],
                render: Callable[[Entry], dict[str, Any]], *, tools_tokens: int,
-               budget: int, request_length: int) -> Plan:
-    """The plan for `entries` (working view without system messages), before any truncation."""
-    view = _view_slots(entries, render)
+               budget: int, request_length: int, make_slots: MakeSlots | None = None) -> Plan:
+    """The plan for `entries` (working view without system messages), before any truncation;
+    `make_slots` builds the view's slots (`view_slots`, or a memo of it)."""
+    view = (make_slots or view_slots)(entries, render)
     compacted = anchor_block is not None or any(e.kind == "summary" for e in entries)
     sys_slots = [Slot(m.message, m.tokens, "system", -1 - i, m.ref, True)
                  for i, m in enumerate(system)]
@@ -112,17 +118,27 @@ def _trailing(system: Sequence[SystemMessage], request_length: int) -> set[int]:
     return out
 
 
-def _view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, Any]]) -> list[Slot]:
+def view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, Any]]) -> list[Slot]:
+    """The slots of the working view's entries (compaction/slot_memo.py memoises them)."""
+    protected = protected_positions(entries)
+    return [view_slot(entry, render(entry), i in protected) for i, entry in enumerate(entries)]
+
+
+def protected_positions(entries: Sequence[Entry]) -> frozenset[int]:
+    """Positions of the messages never dropped: the last user message and the newest group's
+    (a group's entries are contiguous)."""
     last_user = last_user_index(entries)
     last_group = entries[-1].group if entries else None
-    out: list[Slot] = []
-    for i, entry in enumerate(entries):
-        category: Category = "summaries" if entry.kind == "summary" else "fresh_tail"
-        ref = entry.ref if entry.kind == "summary" else str(entry.message_id or entry.ref)
-        protected = entry.kind == "message" and (i == last_user or entry.group == last_group)
-        out.append(assembled(Slot, {"message": render(entry), "tokens": entry.tokens, "category": category,
-                                    "group": entry.group, "ref": ref, "protected": protected}))
-    return out
+    newest = itertools.takewhile(lambda i: entries[i].group == last_group, range(len(entries) - 1, -1, -1))
+    return frozenset(i for i in (*newest, last_user) if i is not None and entries[i].kind == "message")
+
+
+def view_slot(entry: Entry, message: dict[str, Any], protected: bool) -> Slot:
+    """The slot forwarding `entry` as `message`."""
+    category: Category = "summaries" if entry.kind == "summary" else "fresh_tail"
+    ref = entry.ref if entry.kind == "summary" else str(entry.message_id or entry.ref)
+    return assembled(Slot, {"message": message, "tokens": entry.tokens, "category": category,
+                            "group": entry.group, "ref": ref, "protected": protected})
 
 
 def _interleave(system: Sequence[SystemMessage], sys_slots: list[Slot],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,9 +11,10 @@ from compaction.anchors import render_anchor_block
 from compaction.budget import Budget
 from compaction.elision import RecallNames
 from compaction.messages import private_positions, strip_private_fields
-from compaction.planner import REPLY_PRIMING, Plan, SystemMessage, build_plan
+from compaction.planner import REPLY_PRIMING, Plan, Render, Slot, SystemMessage, build_plan
 from compaction.prompts import render_summary_message
 from compaction.selection import Entry
+from compaction.slot_memo import SLOT_MEMO
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES
 from compaction.types import ChatTurn
@@ -54,11 +56,11 @@ class RequestContext:
     def conversation_id(self) -> str:
         return self.ingest.conversation.id
 
-    @property
+    @functools.cached_property
     def last_seq(self) -> int:
         return max((m.seq for m in self.ingest.messages), default=-1)
 
-    @property
+    @functools.cached_property
     def tokens_received(self) -> int:
         return REPLY_PRIMING + sum(m.token_count for m in self.ingest.messages) + self.client_tools_tokens
 
@@ -98,9 +100,12 @@ def plan_for(ctx: RequestContext, wv: WorkingView) -> Plan:
             return {**message, "content": wv.summaries[entry.elided].content}
         return message
 
+    def slots(entries: Sequence[Entry], render: Render) -> list[Slot]:
+        return SLOT_MEMO.slots(ctx.conversation_id, entries, render, ctx.body)
+
     return build_plan(system, block, anchor_tokens, wv.entries, render,
                       tools_tokens=ctx.budget.tools_tokens, budget=ctx.budget.total,
-                      request_length=len(ctx.messages))
+                      request_length=len(ctx.messages), make_slots=slots)
 
 
 def measure_request(ctx: RequestContext, wv: WorkingView) -> int:
