@@ -6,6 +6,8 @@ renders them as OpenAI-shaped 400s. `pinned` is ctxproxy's own field and never l
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -216,7 +218,8 @@ def private_positions(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indexes of the messages carrying one of ctxproxy's own fields (one pass per field)."""
     found: set[int] = set()
     for name in PRIVATE_FIELDS:
-        found.update(i for i, m in enumerate(messages) if name in m)
+        has = list(map(operator.contains, messages, itertools.repeat(name)))  # in C: usually none
+        found.update(itertools.compress(range(len(has)), has))
     return sorted(found)
 
 

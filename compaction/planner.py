@@ -14,6 +14,7 @@ summary); stored messages are never recounted.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -58,22 +59,24 @@ class Plan:
     @cached_property
     def tokens(self) -> int:
         """Input tokens of the request: messages, reply priming and tool schemas."""
-        return REPLY_PRIMING + sum(s.tokens for s in self.slots) + self.tools_tokens
+        return REPLY_PRIMING + sum(map(_TOKENS, self.slots)) + self.tools_tokens
 
-    @property
+    @cached_property
     def summary_ids(self) -> tuple[str, ...]:
         return tuple(s.ref for s in self.slots if s.category == "summaries")
 
     @cached_property
     def occupancy(self) -> Occupancy:
         by = dict.fromkeys(("system", "anchors", "summaries", "fresh_tail"), 0)
-        for s in self.slots:  # one pass
-            by[s.category] += s.tokens
+        for category, run in itertools.groupby(self.slots, _CATEGORY):  # a few runs, summed in C
+            by[category] += sum(map(_TOKENS, run))
         return Occupancy(system=by["system"] + REPLY_PRIMING, anchors=by["anchors"],
                          summaries=by["summaries"], fresh_tail=by["fresh_tail"],
                          tools=self.tools_tokens, budget=self.budget)
 
 
+_TOKENS: Callable[[Slot], int] = operator.attrgetter("tokens")
+_CATEGORY: Callable[[Slot], Category] = operator.attrgetter("category")
 MakeSlots = Callable[[Sequence[Entry], Render], list[Slot]]
 
 

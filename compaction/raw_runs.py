@@ -10,6 +10,7 @@ everything after are built again. Bounded in records held, least recently used r
 
 from __future__ import annotations
 
+import operator
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
@@ -77,11 +78,8 @@ class RawRuns:
 def _reusable_groups(seen: _Run, run: Sequence[StoredMessage]) -> int:
     """How many leading groups of `seen` hold for `run`: all of them when the runs are the same
     records; else those before the group of the last shared record."""
-    shared = 0
-    for old, new in zip(seen.records, run, strict=False):
-        if old is not new:
-            break
-        shared += 1
+    same = list(map(operator.is_, seen.records, run))  # in C
+    shared = same.index(False) if False in same else len(same)
     if shared == len(seen.records) == len(run):
         return len(seen.starts)
     return bisect_right(seen.starts, shared - 1) - 1 if shared else 0

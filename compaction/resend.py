@@ -19,13 +19,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from store.running_hashes import exact_json, exact_keys, kept
 
-MAX_BYTES = 12 * 1024 * 1024  # about nine resent 100k-token histories (at the estimate below)
+MAX_BYTES = 12 * 1024 * 1024  # about six resent 100k-token histories (at the estimate below)
 # Bytes of one kept message beyond its share of the encoding: its dict and its share of the tuple,
 # and its strings once more (the records of store/prefix_rows.py mostly hold them already).
 _MESSAGE_BYTES = 512
@@ -40,6 +40,7 @@ class Prior:
     messages: tuple[dict[str, Any], ...]
     blob: bytes  # orjson.dumps(list(messages)), right-sized
     ends: tuple[int, ...]  # offset in `blob` just past each message
+    keys: tuple[bytes, ...]  # each message's exact JSON (its slice of `blob`), right-sized
     expected: Expected  # validation state after the last message
     size: int
 
@@ -81,9 +82,7 @@ class Resends:
         if prior is None or not shared:
             return Resent(received, exact_keys(received), 0, None, blob, key)
         ends = prior.ends[:shared]
-        keys: list[bytes | None] = [blob[start:end] for start, end in
-                                    zip((1, *(e + 1 for e in ends[:-1])), ends, strict=True)]
-        keys += exact_keys(received[shared:])
+        keys: list[bytes | None] = [*prior.keys[:shared], *exact_keys(received[shared:])]
         expected = prior.expected if shared == len(prior.messages) else None
         return Resent([*prior.messages[:shared], *received[shared:]], keys, shared, expected, blob, key,
                       ends)
@@ -160,8 +159,10 @@ def _prior(resent: Resent, expected: Expected) -> Prior:
         end += 1 + len(key or b"")  # the `[` or `,` before it, then its bytes
         ends.append(end)
     blob = kept(resent.blob or b"")
-    size = 2 * len(blob) + _MESSAGE_BYTES * len(resent.messages)
-    return Prior(tuple(resent.messages), blob, tuple(ends), expected, size)
+    shared = len(resent.ends)
+    keys = (*cast("tuple[bytes, ...]", resent.keys[:shared]), *(kept(k or b"") for k in resent.keys[shared:]))
+    size = 3 * len(blob) + _MESSAGE_BYTES * len(resent.messages)  # the blob, the keys, the dicts' strings
+    return Prior(tuple(resent.messages), blob, tuple(ends), keys, expected, size)
 
 
 RESENDS = Resends()

@@ -10,6 +10,7 @@ least recently used conversation first out.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
 from collections import OrderedDict
@@ -83,10 +84,11 @@ def _stale(seen: _Seen, entries: Sequence[Entry], bodies: Mapping[int, dict[str,
            protected: frozenset[int]) -> list[int]:
     """Positions whose slot is not `seen`'s, ascending: another entry, another message (compared
     in C, without rendering: see SlotMemo), a protection that changed, or past `seen`'s end."""
-    same = map(operator.and_, map(operator.is_, entries, seen.entries),
-               map(operator.is_, map(bodies.get, map(_SEQ, entries)), seen.messages))
+    same = list(map(operator.and_, map(operator.is_, entries, seen.entries),
+                    map(operator.is_, map(bodies.get, map(_SEQ, entries)), seen.messages)))
     kept = len(seen.entries)
-    stale = {i for i, ok in enumerate(same) if not ok} | protected | seen.protected
+    stale = set(itertools.compress(range(len(same)), map(operator.not_, same)))
+    stale |= protected | seen.protected
     return sorted(i for i in stale | set(range(kept, len(entries))) if i < len(entries))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,8 @@ from compaction.workview import WorkingView
 from config.settings import RecallSettings
 from store.interface import TenantAccess
 from store.models import IngestResult, SummaryRecord
+
+_SEQ = operator.attrgetter("seq")
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class RequestContext:
     def __post_init__(self) -> None:
         """A message without ctxproxy's own fields is forwarded as received (no copy: nothing
         mutates it), so its exact JSON is known; one with `pinned` is forwarded without it."""
-        seqs = [m.seq for m in self.ingest.messages]
+        seqs = list(map(_SEQ, self.ingest.messages))
         self.body.update(zip(seqs, self.messages, strict=False))
         if len(self.keys) == len(self.messages):
             self.key_by_id.update(zip(map(id, self.messages), self.keys, strict=True))
@@ -58,11 +61,12 @@ class RequestContext:
 
     @functools.cached_property
     def last_seq(self) -> int:
-        return max((m.seq for m in self.ingest.messages), default=-1)
+        return max(map(_SEQ, self.ingest.messages), default=-1)
 
     @functools.cached_property
     def tokens_received(self) -> int:
-        return REPLY_PRIMING + sum(m.token_count for m in self.ingest.messages) + self.client_tools_tokens
+        tokens: int = sum(map(operator.attrgetter("token_count"), self.ingest.messages))
+        return REPLY_PRIMING + tokens + self.client_tools_tokens
 
     @property
     def recall_names(self) -> RecallNames | None:

@@ -8,9 +8,11 @@ the cached ones; summaries are counted once as rendered messages.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from compaction.raw_runs import RAW_RUNS
 from compaction.selection import Entry
@@ -18,6 +20,7 @@ from compaction.toolpairs import SYSTEM_ROLES
 from store.interface import TenantAccess
 from store.models import Anchor, ContextView, StoredMessage, SummaryRecord, ViewItem
 
+_SEQ: Callable[[StoredMessage], int] = operator.attrgetter("seq")
 RenderSummary = Callable[[SummaryRecord], dict[str, Any]]
 CountMessage = Callable[[dict[str, Any]], int]
 
@@ -50,9 +53,11 @@ def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
     """
     if messages is None:
         stored = tenant.messages(conversation_id, end_seq=None if last_seq is None else last_seq + 1)
+    elif last_seq is None or max(map(_SEQ, messages), default=-1) <= last_seq:
+        stored = list(messages)
     else:
-        stored = [m for m in messages if last_seq is None or m.seq <= last_seq]
-    by_seq = {m.seq: m for m in stored}
+        stored = [m for m in messages if m.seq <= last_seq]
+    by_seq = dict(zip(map(_SEQ, stored), stored, strict=True))
     top = max(by_seq, default=-1)
     view = tenant.view(conversation_id)
     latest_version = view.version if view is not None else 0
@@ -64,7 +69,7 @@ def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
         for item in view.items:
             items.append(summaries[item.ref] if item.kind == "summary" else by_seq[int(item.ref)])
     covered = view.covered_through_seq if view else -1
-    items.extend(m for m in stored if m.seq > covered)
+    items.extend(stored if covered < 0 else (m for m in stored if m.seq > covered))
     entries = build_entries(items, render, count, by_seq)
     system = tuple(m for m in stored if m.role in SYSTEM_ROLES)
     return WorkingView(conversation_id, by_seq, summaries, tuple(entries), system, top, view,
@@ -127,6 +132,8 @@ def build_entries(items: Sequence[StoredMessage | SummaryRecord], render: Render
                   count: CountMessage, stored: Mapping[int, StoredMessage] | None = None) -> list[Entry]:
     """Entries for a mixed item list; maximal raw runs are grouped atomically. An in-place elision
     (with its source in `stored`) joins the raw run as its message, elided."""
+    if all(map(isinstance, items, itertools.repeat(StoredMessage))):  # no summary: one raw run
+        return RAW_RUNS.entries(cast("list[StoredMessage]", list(items)), 0)
     out: list[Entry] = []
     run: list[StoredMessage] = []
     elided: dict[int, str] = {}
