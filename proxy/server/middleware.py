@@ -116,11 +116,25 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         response = await handler(request)
         status = response.status
+        await _send(request, response)
         return response
     finally:
         record.status = record.status or status
         record.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         _emit(request, record)
+
+
+async def _send(request: web.Request, response: web.StreamResponse) -> None:
+    """Send a response the handler has not sent yet, so the client is answered before the log line
+    and metrics are written (aiohttp then finds it sent). A client gone meanwhile is not an error,
+    as in aiohttp's own sending."""
+    if response.prepared:
+        return
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except ConnectionError:
+        request[appkeys.RECORD].status = CLIENT_CLOSED
 
 
 def _emit(request: web.Request, record: RequestRecord) -> None:
