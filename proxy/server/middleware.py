@@ -116,7 +116,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         response = await handler(request)
         status = response.status
-        await _send(request, response)
+        await send_unsent(request, response)
         return response
     finally:
         record.status = record.status or status
@@ -124,11 +124,11 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         _emit(request, record)
 
 
-async def _send(request: web.Request, response: web.StreamResponse) -> None:
+async def send_unsent(request: web.Request, response: web.StreamResponse) -> None:
     """Send a response the handler has not sent yet, so the client is answered before the log line
     and metrics are written (aiohttp then finds it sent). A client gone meanwhile is not an error,
     as in aiohttp's own sending."""
-    if response.prepared:
+    if response.prepared or type(response) is not web.Response:  # a file, say, sends itself
         return
     try:
         await response.prepare(request)

@@ -150,3 +150,29 @@ def test_recall_loop_treats_a_non_json_error_event_as_an_error() -> None:
     with pytest.raises(UpstreamHTTPError) as caught:
         _chunk(b"event: error\ndata: upstream overloaded")
     assert caught.value.upstream_status == 502 and "overloaded" in caught.value.message
+
+
+async def test_a_client_gone_before_its_reply_is_sent_is_recorded_as_499() -> None:
+    """The observe middleware sends a reply itself (before its log line); a client gone by then is
+    no error, as with aiohttp's own sending: the request is recorded as closed by the client."""
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from proxy import appkeys
+    from proxy.observability.logging import RequestRecord
+    from proxy.server.middleware import CLIENT_CLOSED, send_unsent
+
+    class GoneWriter:
+        """A connection the client has closed: every write fails."""
+
+        buffer_size = output_size = length = 0
+
+        async def write_headers(self, status_line: str, headers: Any) -> None:
+            raise ConnectionResetError("client gone")
+
+        send_headers = write = write_eof = drain = write_headers
+
+    request = make_mocked_request("POST", "/v1/chat/completions", writer=GoneWriter())
+    request[appkeys.RECORD] = RequestRecord(method="POST", path="/v1/chat/completions")
+    await send_unsent(request, web.json_response({"ok": True}))
+    assert request[appkeys.RECORD].status == CLIENT_CLOSED
