@@ -11,14 +11,13 @@ everything after are built again. Bounded in records held, least recently used r
 from __future__ import annotations
 
 import operator
-import threading
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compaction.planner import grouped_entries
 from compaction.selection import Entry
+from compaction.sized_lru import SizedLru
 from store.models import StoredMessage
 
 # Records held across runs: about 13 resent 100k-token histories. They are mostly the ones the store
@@ -39,37 +38,21 @@ class RawRuns:
     """`entries(run, first_group)` == `raw_entries` of the run's rows, memoised; thread-safe."""
 
     def __init__(self, max_records: int = MAX_RECORDS) -> None:
-        self._runs: OrderedDict[RunKey, _Run] = OrderedDict()
-        self._held = 0
-        self._max = max_records
-        self._lock = threading.Lock()
+        self._runs: SizedLru[RunKey, _Run] = SizedLru(max_records)  # sized in records
 
     def entries(self, run: Sequence[StoredMessage], first_group: int) -> list[Entry]:
         if not run:
             return []
         key = (run[0].conversation_id, run[0].seq, first_group)
-        with self._lock:
-            seen = self._runs.get(key)
+        seen = self._runs.get(key)
         kept = _reusable_groups(seen, run) if seen is not None else 0
         made = _extend(seen, kept, run, first_group) if seen is not None else _build(run, first_group)
-        self._keep(key, made)
+        self._runs.put(key, made, len(made.records))
         return list(made.entries)
-
-    def _keep(self, key: RunKey, made: _Run) -> None:
-        with self._lock:
-            old = self._runs.pop(key, None)
-            self._held -= len(old.records) if old is not None else 0
-            if len(made.records) > self._max:
-                return
-            self._runs[key] = made
-            self._held += len(made.records)
-            while self._held > self._max:
-                _, dropped = self._runs.popitem(last=False)
-                self._held -= len(dropped.records)
 
     @property
     def held(self) -> int:
-        return self._held
+        return self._runs.held
 
     def __len__(self) -> int:
         return len(self._runs)

@@ -15,14 +15,13 @@ None), and a request holding anything but plain JSON (store/fastjson.py `is_plai
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
 
+from compaction.sized_lru import SizedLru
 from store.running_hashes import exact_json, exact_keys, kept
 
 MAX_BYTES = 12 * 1024 * 1024  # about six resent 100k-token histories (at the estimate below)
@@ -62,10 +61,7 @@ class Resends:
     """The previous request per (tenant, conversation id header, first message); thread-safe."""
 
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
-        self._held: OrderedDict[Key, Prior] = OrderedDict()
-        self._bytes = 0
-        self._max = max_bytes
-        self._lock = threading.Lock()
+        self._held: SizedLru[Key, Prior] = SizedLru(max_bytes)  # sized in bytes
 
     def resent(self, tenant: str, external_id: str | None, received: list[dict[str, Any]]) -> Resent:
         """`received` with the leading messages it shares with the previous request found."""
@@ -74,10 +70,7 @@ class Resends:
         if first is None or blob is None:
             return Resent(received, exact_keys(received), 0, None, None, None)
         key = (tenant, external_id, first)
-        with self._lock:
-            prior = self._held.get(key)
-            if prior is not None:
-                self._held.move_to_end(key)
+        prior = self._held.get(key)
         shared = _shared(prior, blob, received) if prior is not None else 0
         if prior is None or not shared:
             return Resent(received, exact_keys(received), 0, None, blob, key)
@@ -93,25 +86,14 @@ class Resends:
         if resent.key is None or resent.blob is None or None in resent.keys:
             return
         prior = _prior(resent, expected)
-        with self._lock:
-            old = self._held.pop(resent.key, None)
-            self._bytes -= old.size if old is not None else 0
-            if prior.size > self._max:
-                return
-            self._held[resent.key] = prior
-            self._bytes += prior.size
-            while self._bytes > self._max:
-                _, dropped = self._held.popitem(last=False)
-                self._bytes -= dropped.size
+        self._held.put(resent.key, prior, prior.size)
 
     def forget(self) -> None:
-        with self._lock:
-            self._held.clear()
-            self._bytes = 0
+        self._held.clear()
 
     @property
     def held_bytes(self) -> int:
-        return self._bytes
+        return self._held.held
 
     def __len__(self) -> int:
         return len(self._held)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import itertools
 import operator
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compaction.planner import Render, Slot, protected_positions, view_slot
 from compaction.selection import Entry
+from compaction.sized_lru import SizedLru
 
 # About 13 resent 100k-token histories (as raw_runs.MAX_RECORDS, whose entries these slots share).
 MAX_SLOTS = 4_096
@@ -39,15 +38,11 @@ class SlotMemo:
     `bodies[e.seq]` for a plain message entry (raw, not elided), and a new dict for any other."""
 
     def __init__(self, max_slots: int = MAX_SLOTS) -> None:
-        self._seen: OrderedDict[str, _Seen] = OrderedDict()
-        self._held = 0
-        self._max = max_slots
-        self._lock = threading.Lock()
+        self._seen: SizedLru[str, _Seen] = SizedLru(max_slots)  # sized in slots
 
     def slots(self, key: str, entries: Sequence[Entry], render: Render,
               bodies: Mapping[int, dict[str, Any]]) -> list[Slot]:
-        with self._lock:
-            seen = self._seen.get(key)
+        seen = self._seen.get(key)
         protected = protected_positions(entries)
         out = list(seen.slots[:len(entries)]) if seen is not None else []
         for i in _stale(seen, entries, bodies, protected) if seen is not None else range(len(entries)):
@@ -56,25 +51,13 @@ class SlotMemo:
                 out[i] = slot
             else:
                 out.append(slot)
-        self._keep(key, _Seen(tuple(entries), tuple(out), tuple(map(_MESSAGE, out)), protected))
+        self._seen.put(key, _Seen(tuple(entries), tuple(out), tuple(map(_MESSAGE, out)), protected), len(out))
         return out
-
-    def _keep(self, key: str, seen: _Seen) -> None:
-        with self._lock:
-            old = self._seen.pop(key, None)
-            self._held -= len(old.entries) if old is not None else 0
-            if len(seen.entries) > self._max:
-                return
-            self._seen[key] = seen
-            self._held += len(seen.entries)
-            while self._held > self._max:
-                _, dropped = self._seen.popitem(last=False)
-                self._held -= len(dropped.entries)
 
     @property
     def held(self) -> int:
         """Slots held, over every conversation."""
-        return self._held
+        return self._seen.held
 
     def __len__(self) -> int:
         return len(self._seen)

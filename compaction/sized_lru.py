@@ -1,0 +1,57 @@
+"""A least-recently-used map bounded by the summed size of its values: the request-path memos' store."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class SizedLru(Generic[K, V]):
+    """Values with the size each was put with (records, slots, bytes: the caller's unit), at most
+    `max_size` in all; the least recently used go first, and a value over the bound is not kept.
+    Thread-safe."""
+
+    def __init__(self, max_size: int) -> None:
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._held = 0
+        self.max_size = max_size
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: K, value: V, size: int) -> None:
+        """Keep `value` under `key` (replacing what was there), then drop the oldest over the bound."""
+        with self._lock:
+            old = self._items.pop(key, None)
+            self._held -= old[1] if old is not None else 0
+            if size > self.max_size:
+                return
+            self._items[key] = (value, size)
+            self._held += size
+            while self._held > self.max_size:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._held -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._held = 0
+
+    @property
+    def held(self) -> int:
+        """The summed size of the values kept."""
+        return self._held
+
+    def __len__(self) -> int:
+        return len(self._items)
