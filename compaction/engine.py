@@ -35,6 +35,7 @@ from compaction.messages import strip_private_fields, validate_resent
 from compaction.observer import CompactionObserver, NullObserver
 from compaction.passes import PassContext, Trigger
 from compaction.planner import REPLY_PRIMING, Plan
+from compaction.quiet import QuietConversations
 from compaction.resend import RESENDS
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
@@ -88,6 +89,7 @@ class Engine:
         # Who claims compaction steps in the shared store: this process, this engine (claims.py).
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._claims = StepClaims(self.holder, settings.store.lease_s)
+        self._quiet = QuietConversations()  # no background step while one would find nothing new
 
     async def prepare(self, turn: ChatTurn) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
@@ -121,11 +123,11 @@ class Engine:
         """Schedule a background step (preparing summaries) when due; True when one was scheduled."""
         s = turn.settings
         threshold = Budget.for_turn(turn, 0).threshold  # tools do not change the input budget
+        cid, tokens = prepared.conversation_id, prepared.tokens_received
         due = (s.enabled and s.background and prepared.tokens_forwarded > threshold
-               and len(turn.messages) >= s.summarize_message_threshold)
+               and len(turn.messages) >= s.summarize_message_threshold and self._quiet.due(cid, tokens))
         if due:
-            cid = prepared.conversation_id
-            self.background.schedule(cid, lambda: self._threshold_step(turn, cid))
+            self.background.schedule(cid, lambda: self._threshold_step(turn, cid, tokens))
         return due
 
     async def compact(self, turn: ChatTurn, conversation_id: str,
@@ -268,13 +270,15 @@ class Engine:
 
     # -- background and operator steps ------------------------------------------------------------
 
-    async def _threshold_step(self, turn: ChatTurn, conversation_id: str) -> None:
+    async def _threshold_step(self, turn: ChatTurn, conversation_id: str, tokens: int) -> None:
         """Prepare summaries, once across every process sharing the store: the step runs only under
-        its claim on the conversation (any other step's live claim skips it: claims.py)."""
+        its claim on the conversation (any other step's live claim skips it: claims.py). One that
+        prepares nothing quiets the conversation until it grows (quiet.py)."""
         tenant = self.store.for_tenant(turn.tenant_id)
         async with self._claims.attempt(tenant, conversation_id) as held:
             if held:
-                await self._step(turn, conversation_id, "threshold")
+                events = await self._step(turn, conversation_id, "threshold")
+                self._quiet.settled(conversation_id, tokens, prepared_any=bool(events))
 
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
         """`threshold`: prepare summaries until substituting them all would reach the preparation

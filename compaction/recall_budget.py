@@ -33,16 +33,25 @@ class ResultBudget:
     remaining: int
     budget: int = 0  # the request's input budget (0: `fit` leaves messages alone)
     forwarded: int = 0  # how many leading messages of a re-ask are the prepared request's
-    evictable: int = 0  # tokens the forwarded part's older raw turns could give up
+    evictable: int | None = 0  # tokens the forwarded part's older raw turns could give up (None: not
+    # counted yet: only a round that calls a recall tool needs it, so it is counted then)
+    prepared: tuple[JSON, ...] = ()  # the forwarded part, when `evictable` is still to count
+    fits: bool = False  # the prepared request is within the budget (the engine counted it)
 
     @classmethod
     def for_prepared(cls, prepared: PreparedRequest, counter: TokenCounter,
                      settings: RecallSettings) -> ResultBudget:
-        messages = [dict(m) for m in prepared.messages]
-        evictable = sum(counter.count_message(m) for g in _droppable(messages)
-                        for m in messages[g.start:g.end])
         return cls(counter, settings, max(0, prepared.budget - prepared.tokens_forwarded),
-                   prepared.budget, len(messages), max(0, evictable - POINTER_TOKENS))
+                   prepared.budget, len(prepared.messages), None, tuple(prepared.messages),
+                   fits=prepared.tokens_forwarded <= prepared.budget)
+
+    def _evictable(self) -> int:
+        if self.evictable is None:
+            messages = [dict(m) for m in self.prepared]
+            tokens = sum(self.counter.count_message(m) for g in _droppable(messages)
+                         for m in messages[g.start:g.end])
+            self.evictable = max(0, tokens - POINTER_TOKENS)
+        return self.evictable
 
     def spend(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Account for messages added to the re-asked request (the assistant's calls, the results)."""
@@ -52,13 +61,16 @@ class ResultBudget:
         """Tokens each of a round's `calls` results may take (framing included): what is free, at
         least a quarter of the budget (the floor) as far as older raw turns can make room for it."""
         floor = max(MIN_RESULT_TOKENS, self.budget // 4)
-        room = max(0, self.remaining + self.evictable)
+        room = max(0, self.remaining + self._evictable())
         return min(room, max(self.remaining, floor)) // max(1, calls)
 
     def fit(self, messages: list[JSON], tools: Sequence[Mapping[str, Any]]) -> list[JSON]:
         """The re-asked `messages` within the budget: the forwarded part's oldest raw turns (never a
         system message, the last user message or the last group) give way, oldest first, each run
-        behind one pointer line. Unchanged when they fit."""
+        behind one pointer line. Unchanged when they fit (a first round always does: it is the
+        prepared request, which the engine fitted and counted)."""
+        if self.fits and len(messages) == self.forwarded:
+            return messages
         over = self.counter.count_messages(messages) + self.counter.count_tools(list(tools)) - self.budget
         if self.budget <= 0 or over <= 0:
             return messages

@@ -43,6 +43,11 @@ class SizedLru(Generic[K, V]):
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._held -= dropped
 
+    def discard(self, key: K) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            self._held -= old[1] if old is not None else 0
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

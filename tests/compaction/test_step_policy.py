@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from compaction import recall
-from compaction.budget import Budget
+from compaction.budget import MIN_LEAF_CHUNK_TOKENS, Budget
 from compaction.engine import Engine
 from compaction.tokens import TokenCounter
 from compaction.types import SummarizerChoice
@@ -69,6 +69,34 @@ async def test_background_step_prepares_down_to_its_level_and_leaves_the_view(en
     nxt = [*msgs, reply, user("thanks")]
     second = await engine.prepare(turn(nxt, window=WINDOW, settings=settings))
     assert not second.summary_ids and second.prefix_stable is True
+
+
+async def test_a_step_that_finds_nothing_to_prepare_quiets_the_conversation_until_it_grows(
+        engine: Engine) -> None:
+    """Every turn of a prepared conversation stays over the threshold; a background step that finds
+    the preparation level reached already is not run again until a leaf chunk's worth arrives."""
+    settings = replace(DEFAULTS, fresh_tail_max_percent=25)
+    msgs = history(23, words=150)
+    tenant = engine.store.for_tenant("tenant-a")
+
+    async def turn_after(messages: list[dict[str, Any]]) -> bool:
+        t = turn(messages, window=WINDOW, settings=settings)
+        prepared = await engine.prepare(t)
+        engine.record_reply(prepared, t, asst("noted"))
+        scheduled = engine.after_turn(prepared, t)
+        await engine.background.drain()
+        return scheduled
+
+    assert await turn_after(msgs)  # prepares summaries
+    cid = (await engine.prepare(turn(msgs, window=WINDOW, settings=settings))).conversation_id
+    prepared_events = len(tenant.events(cid))
+    msgs = [*msgs, asst("noted"), user("thanks")]
+    assert await turn_after(msgs)  # runs, finds the level reached: nothing new
+    assert len(tenant.events(cid)) == prepared_events
+    msgs = [*msgs, asst("noted"), user("and one more small thing")]
+    assert not await turn_after(msgs)  # quiet: too little new material for any step
+    msgs = [*msgs, asst("noted"), user(" ".join(f"detail{i}" for i in range(MIN_LEAF_CHUNK_TOKENS)))]
+    assert await turn_after(msgs)  # grown by a leaf chunk's minimum: due again
 
 
 async def test_a_summary_that_would_not_shrink_the_context_is_skipped(engine: Engine) -> None:

@@ -7,6 +7,7 @@ the free budget is compacted away, the model expands it, and the re-asked reques
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,32 @@ def test_a_reask_over_budget_leaves_out_the_oldest_raw_turns_behind_one_pointer(
     assert out[:2] == forwarded[:2] and out[-2:] == rounds and forwarded[-1] in out
     assert sum("to make room for recall results" in str(m["content"]) for m in out) == 1
     assert out[2]["role"] == "system" and out[3] in forwarded[3:]  # the oldest turns gave way
+
+
+def test_a_first_round_is_the_prepared_request_and_is_not_counted_again() -> None:
+    """Every turn that offers the recall tools has a first round: the prepared request, which the
+    engine fitted and counted. It is forwarded as it is, without a token counted on the HTTP loop;
+    what older turns could give way is counted only when a round calls a recall tool."""
+    from compaction.types import Occupancy, PreparedRequest
+
+    calls: list[str] = []
+
+    def counted(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    counter = TokenCounter("o200k_base", counted)
+    forwarded = tuple({"role": "user" if i % 2 else "assistant", "content": f"turn {i} " * 30}
+                      for i in range(12))
+    prepared = PreparedRequest("conv_x", forwarded, (), 900, 800, 1_000, True, (), Occupancy(),
+                               False, False, None)
+    b = ResultBudget.for_prepared(prepared, counter, RecallSettings())
+    assert b.fit(list(forwarded), []) == list(forwarded) and calls == []
+    assert b.share(1) > 200 and calls  # a round's share counts what could give way
+    calls.clear()
+    over = replace(prepared, tokens_forwarded=1_200)  # not fitted (an oversized last message):
+    ResultBudget.for_prepared(over, counter, RecallSettings()).fit(list(forwarded), [])
+    assert calls  # the re-ask is counted, as any later round's
 
 
 def expanding_model(body: JSON) -> Reply:
