@@ -99,6 +99,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "resend_100k_added_p99_ms": r["resend"]["added"]["p99_ms"],
         "ctxproxy_vs_litellm_added_p50": t["ctxproxy_vs_litellm_added_p50"],
         "ctxproxy_rps_c32_vs_direct": ctx["rps_c32"] / direct["rps_c32"] if direct["rps_c32"] else None,
+        "memory_trend_mb_per_1k": mem["trend_mb_per_1k"], "memory_met": memory.met(mem),
         "memory_growth_mb_per_1k": mem["growth_mb_per_1k"],
         "memory_anon_growth_mb_per_1k": mem["anon_growth_mb_per_1k"],
         "memory_unmapped_growth_mb_per_1k": mem["unmapped_growth_mb_per_1k"], "search_p99_ms": s["p99_ms"],
@@ -130,9 +131,11 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"cpu [{name}]: {f['fixed_ms']:.2f} ms + {f['us_per_1k_tokens']:.1f} µs per 1k history "
                      f"tokens; µs/1k at the largest size = "
                      f"{fmt_ratio(s[f'cpu_{name}_largest_vs_smallest_per_1k'])} of the smallest")
-    lines.append(f"memory: {s['memory_growth_mb_per_1k']:+.3f} MiB per 1k requests (anon "
-                 f"{s['memory_anon_growth_mb_per_1k']:+.3f}; all but the store's mmap "
-                 f"{s['memory_unmapped_growth_mb_per_1k']:+.3f}); "
+    lines.append(f"memory: trend {memory.per_1k(s['memory_trend_mb_per_1k'])} MiB per 1k requests "
+                 f"(target <= {memory.TARGET_MB_PER_1K:g}: {'ok' if s['memory_met'] else 'OVER'}); "
+                 f"warm-up to end {s['memory_growth_mb_per_1k']:+.3f} "
+                 f"(anon {s['memory_anon_growth_mb_per_1k']:+.3f}; "
+                 f"all but the store's mmap {s['memory_unmapped_growth_mb_per_1k']:+.3f}); "
                  f"search p99 {s['search_p99_ms']:.2f} ms")
     lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
                  f"{s['bytes_per_stored_message']:.0f} bytes per stored message")
