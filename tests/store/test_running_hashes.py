@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import tracemalloc
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -67,20 +68,13 @@ def test_the_memo_is_used_and_bounded() -> None:
 def test_the_bound_holds_in_real_bytes(words: int) -> None:
     """Filled far past its bound, the memo holds about `max_bytes` (tracemalloc), not a multiple of it:
     orjson hands out >= 4 KiB buffers, which a kept key must not be."""
-    def step(previous: str, m: dict[str, Any]) -> str:
-        return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
-
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        memo = RunningHashes(step, max_bytes=1 << 20, max_run_bytes=0)
+    def fill() -> RunningHashes:
+        memo = RunningHashes(_content_step, max_bytes=1 << 20, max_run_bytes=0)
         for c in range(600):
             memo.over([{"role": "user", "content": f"conv {c}: turn {i} " * words} for i in range(10)])
-        gc.collect()
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+        return memo
+
+    held, memo = _traced(fill)
     assert memo.held_bytes <= memo.max_bytes == 1 << 20
     assert 0.75 * memo.max_bytes <= held <= 1.25 * memo.max_bytes
 
@@ -118,21 +112,31 @@ def test_a_run_is_compared_in_order_and_bounded() -> None:
 def test_runs_hold_their_bound_in_real_bytes() -> None:
     """Kept runs are right-sized copies of the request's keys: what they hold, measured, is about
     what they count, not orjson's 4 KiB buffers."""
-    def step(previous: str, m: dict[str, Any]) -> str:
-        return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
-
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        memo = RunningHashes(step, max_bytes=0, max_run_bytes=1 << 20)  # runs only
+    def fill() -> RunningHashes:
+        memo = RunningHashes(_content_step, max_bytes=0, max_run_bytes=1 << 20)  # runs only
         for c in range(300):
             history = [{"role": "user", "content": f"conv {c}: turn {i} " * 3} for i in range(40)]
             memo.over(history, run=c)
             memo.over([*history, {"role": "user", "content": "more"}], run=c)  # shares 40, copies 1
-        gc.collect()
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+        return memo
+
+    held, memo = _traced(fill)
     assert memo.run_bytes <= 1 << 20
     assert 0.5 * memo.run_bytes <= held <= 1.25 * memo.run_bytes
+
+
+def _content_step(previous: str, m: dict[str, Any]) -> str:
+    return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
+
+
+def _traced(fill: Callable[[], RunningHashes]) -> tuple[int, RunningHashes]:
+    """Bytes still allocated (tracemalloc) after `fill` ran, once garbage is collected, and its memo."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        memo = fill()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before, memo
+    finally:
+        tracemalloc.stop()
