@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import itertools
 import operator
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from compaction.sized_lru import SizedLru
 from config.errors import InvalidRequestError
 from store.running_hashes import kept
 
@@ -39,33 +38,20 @@ class ValidMessages:
     nothing but its bytes, so a resent message found here passes them again without being walked."""
 
     def __init__(self, max_bytes: int = MAX_VALID_BYTES) -> None:
-        self._keys: OrderedDict[bytes, None] = OrderedDict()
-        self._bytes = 0
-        self._max = max_bytes
-        self._lock = threading.Lock()
+        self._keys: SizedLru[bytes, bool] = SizedLru(max_bytes)  # sized in bytes
 
     def known(self, keys: Sequence[bytes | None]) -> list[bool]:
         """Whether each key was seen valid (None, a message outside JSON's own types: never)."""
-        with self._lock:
-            found = [key is not None and key in self._keys for key in keys]
-            for key, hit in zip(keys, found, strict=True):
-                if hit:
-                    self._keys.move_to_end(key)  # type: ignore[arg-type]
-        return found
+        return [key is not None and self._keys.get(key) is not None for key in keys]
 
     def remember(self, keys: Sequence[bytes]) -> None:
-        with self._lock:
-            for key in keys:
-                if key not in self._keys:
-                    self._keys[kept(key)] = None  # right-sized: orjson's buffer is >= 4 KiB
-                    self._bytes += len(key) + _VALID_OVERHEAD
-            while self._bytes > self._max and self._keys:
-                old, _ = self._keys.popitem(last=False)
-                self._bytes -= len(old) + _VALID_OVERHEAD
+        for key in keys:
+            if self._keys.get(key) is None:  # right-sized: orjson's buffer is >= 4 KiB
+                self._keys.put(kept(key), True, len(key) + _VALID_OVERHEAD)
 
     @property
     def held_bytes(self) -> int:
-        return self._bytes
+        return self._keys.held
 
     def __len__(self) -> int:
         return len(self._keys)
