@@ -102,22 +102,12 @@ class EngineHost:
     async def finish_turn(self, prepared: PreparedRequest, turn: ChatTurn,
                           reply: dict[str, Any] | None) -> None:
         """Store the reply (when there is one), then schedule background work when due."""
-        await self.finish_soon(prepared, turn, reply)
-
-    def finish_soon(self, prepared: PreparedRequest, turn: ChatTurn,
-                    reply: dict[str, Any] | None) -> asyncio.Future[None]:
-        """`finish_turn`, queued on the engine thread now (before this returns), so it runs before
-        any request submitted later (the conversation's next one) is prepared; await the future
-        for its outcome, or let it run while the client is answered."""
         def finish() -> None:
             if reply is not None:
                 self.engine.record_reply(prepared, turn, reply)
             self.engine.after_turn(prepared, turn)
 
-        async def ran() -> None:
-            finish()
-
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(ran(), self._loop))
+        await self.run(finish)
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)

@@ -221,23 +221,15 @@ async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
 
 async def relay_reply(t: Turn, calling: Awaitable[UpstreamReply], reply_of: ReplyOf) -> web.Response:
     """Forward one non-streaming call and relay its JSON body unchanged: the one non-streaming path
-    of the chat, Responses and Messages handlers. The client is answered first; the reply
-    (`reply_of`) is stored right after, queued on the engine thread before this returns, so the
-    conversation's next request is prepared only once it is stored. A failure to store it is
-    logged and counted, never turned into an error: the client has its answer, and resends the
-    reply with its next request (ingested then)."""
+    of the chat, Responses and Messages handlers. The reply (`reply_of`) is stored before the client
+    is answered, so an answered reply survives the process being killed (tests/e2e/
+    test_kill_durability.py). A failure to store it is logged and counted, never turned into an
+    error: the client has its answer, and resends the reply with its next request (ingested then)."""
     reply, upstream_s = await timed_call(t, calling)
-    storing = t.request.app[appkeys.HOST].finish_soon(t.prepared, t.turn, reply_of(t, reply))
-    storing.add_done_callback(lambda done: _after_store(t, done))
+    await _finish_logged(t, finish_turn(t, reply_of(t, reply)))
     headers = {**reply.headers, **ctxproxy_headers(t, upstream_s)}
     observe_timing(t, upstream_s)
     return web.Response(body=reply.raw, status=200, content_type="application/json", headers=headers)
-
-
-def _after_store(t: Turn, done: asyncio.Future[None]) -> None:
-    """The outcome of a reply stored after the answer: a failure is logged and counted."""
-    if not done.cancelled() and done.exception() is not None:
-        log_store_failure(t, done.exception())
 
 
 async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[UpstreamReply, float]:

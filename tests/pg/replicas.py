@@ -104,17 +104,6 @@ async def wait_ready(replica: Replica, timeout_s: float = 120.0) -> None:
     raise AssertionError(f"replica on port {replica.port} not ready within {timeout_s} s")
 
 
-async def replies_stored(store: PgStore, key: str, messages: int, timeout_s: float = 10.0) -> None:
-    """Wait until the tenant's newest conversation holds `messages` messages: a replica stores a
-    non-streaming reply right after answering it (the client may be reading the store first)."""
-    tenant = store.for_tenant(store.tenant_id_for_key(key))
-    for _ in range(int(timeout_s / 0.05)):
-        conversations = tenant.list_conversations(limit=1)
-        if conversations and conversations[0].message_count >= messages:
-            return
-        await asyncio.sleep(0.05)
-
-
 def check_one_clean_conversation(store: PgStore, key: str, messages: int) -> list[Any]:
     """One conversation holding every message exactly once; no summary stored twice (same sources,
     tier and level: a fallback level of the same chunk is another summary); the view's summaries

@@ -1,4 +1,4 @@
-"""A non-streaming reply is stored right after the client is answered, before the conversation's next
+"""A non-streaming reply is stored before the client is answered, so before the conversation's next
 request is prepared; a reply that cannot be stored is logged and counted, the answer stands."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ async def test_the_reply_is_stored_before_the_next_request_is_prepared(
     [conversation] = tenant.list_conversations()
     stored = tenant.messages(conversation.id)
     # Each answer was stored as the provider's reply before the request resending it was ingested
-    # (else the resent copy would have been stored, as the client's); the last one after its answer.
+    # (else the resent copy would have been stored, as the client's).
     assert [(m.role, m.source) for m in stored] == [("user", "client"), ("assistant", "reply")] * 3
     assert [m.message["content"] for m in stored[1::2]] == ["answer 0", "answer 1", "answer 2"]
 
