@@ -25,18 +25,19 @@ from typing import Any
 
 import structlog
 
-from compaction import forks, recall, steps, truncate, workview
+from compaction import early_forward, forks, recall, steps, truncate, workview
 from compaction.background import BackgroundCompactor
 from compaction.breakers import SummarizerPool
 from compaction.budget import Budget
 from compaction.claims import StepClaims
 from compaction.deadline import Deadline
+from compaction.early_forward import EarlyForward
 from compaction.messages import strip_private_fields, validate_resent
 from compaction.observer import CompactionObserver, NullObserver
 from compaction.passes import PassContext, Trigger
 from compaction.planner import REPLY_PRIMING, Plan
 from compaction.quiet import QuietConversations
-from compaction.resend import RESENDS
+from compaction.resend import RESENDS, Resent
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
@@ -91,21 +92,30 @@ class Engine:
         self._claims = StepClaims(self.holder, settings.store.lease_s)
         self._quiet = QuietConversations()  # no background step while one would find nothing new
 
-    async def prepare(self, turn: ChatTurn) -> PreparedRequest:
-        """The forwarded request for `turn`: within budget, tool pairs intact, recorded."""
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
+        """The forwarded request for `turn`: within budget, tool pairs intact, recorded.
+
+        `early` is handed the forwarded request as soon as it is certain, before the bookkeeping
+        (compaction/early_forward.py); the result is the same request, recorded."""
         # Encoded once (validation, identity and forwarded hashes share the keys); the leading
         # messages the previous request had are its own dicts, validated then (resend.py).
         resent = RESENDS.resent(turn.tenant_id, turn.external_conversation_id, list(turn.messages))
         messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
                                              expected=resent.expected)
         counter = await TokenCounter.for_model_async(turn.model)
+        sent = await self._forward_early(turn, resent, messages, counter, early)
         ctx = self._context(turn, messages, resent.keys, await precounted(counter, messages,
                                                                           encoded=resent.blob))
-        outcome = await self._fit(ctx)
-        forwarded = outcome.plan.messages
-        validate_outgoing(forwarded, messages)  # a failure here is a ctxproxy bug: let it raise
-        prepared = self._record(ctx, outcome)
-        RESENDS.keep(resent, expected)
+        if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
+                                                       len(ctx.ingest.messages)):
+            prepared, view_version = self._recorded(ctx, sent), 0
+        else:
+            outcome = await self._fit(ctx)
+            validate_outgoing(outcome.plan.messages, messages)  # failing: a ctxproxy bug, raised
+            prepared, view_version = self._record(ctx, outcome), outcome.view_version
+        if sent is not None and (differ := early_forward.differences(sent, prepared)):
+            self.observer.on_early_mismatch(prepared.conversation_id, differ)
+        RESENDS.keep(resent, expected, early_forward.passthrough(prepared, messages, turn, view_version))
         return prepared
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
@@ -154,6 +164,24 @@ class Engine:
         return lock
 
     # -- request path ---------------------------------------------------------------------------
+
+    async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[dict[str, Any]],
+                       counter: TokenCounter, early: EarlyForward | None) -> PreparedRequest | None:
+        """Hand `early` the forwarded request when it is known before the bookkeeping: `turn`
+        resends a passthrough, extending its stored conversation (no fork: an edited reply forks),
+        which still has no saved view (none was made meanwhile, here or by another replica).
+        Returns what was handed over."""
+        prior = resent.passing
+        if early is None or prior is None:
+            return None
+        tenant, cid = self.store.for_tenant(turn.tenant_id), prior.prepared.conversation_id
+        if (tenant.extended_conversation(messages, turn.external_conversation_id, resent.keys) != cid
+                or tenant.view(cid) is not None):
+            return None
+        sent = early_forward.extended(prior, turn, messages[resent.shared:], counter)
+        if sent is not None:
+            await early(sent)
+        return sent
 
     def _context(self, turn: ChatTurn, messages: list[dict[str, Any]], keys: list[bytes | None],
                  counts: Callable[[dict[str, Any]], int]) -> RequestContext:
@@ -241,21 +269,24 @@ class Engine:
         prepared = PreparedRequest(ctx.conversation_id, plan.messages, tuple(ctx.turn.tools),
                                    ctx.tokens_received, plan.tokens, ctx.budget.total, compacted,
                                    plan.summary_ids, plan.occupancy, out.waited, out.forced, None,
-                                   out.events, recall_offered=ctx.turn.offer_recall,
-                                   last_seq=ctx.last_seq,
-                                   last_chain_hash=ctx.ingest.messages[-1].chain_hash)
+                                   out.events, recall_offered=ctx.turn.offer_recall)
         if plan.tools_tokens != ctx.client_tools_tokens and not recall.should_offer(
                 prepared, self.settings.recall):
             # Budgeted for, but not sent this turn (nothing hidden): count only what is forwarded.
             plan = replace(plan, tools_tokens=ctx.client_tools_tokens)
-        occupancy = plan.occupancy
+        prepared = replace(prepared, tokens_forwarded=plan.tokens, occupancy=plan.occupancy)
+        return self._recorded(ctx, prepared, out.view_version)
+
+    def _recorded(self, ctx: RequestContext, prepared: PreparedRequest,
+                  view_version: int = 0) -> PreparedRequest:
+        """`prepared` with its forwarded record written (prefix stability comes from it) and the
+        stored message its reply answers."""
         rec = ForwardedRecord(ctx.conversation_id,
-                              prefix_hashes(plan.messages, ctx.key_by_id, ctx.conversation_id),
-                              ctx.tokens_received,
-                              plan.tokens, ctx.budget.total, occupancy.as_dict(), compacted,
-                              out.view_version)
-        return replace(prepared, tokens_forwarded=plan.tokens, occupancy=occupancy,
-                       prefix_stable=ctx.tenant.record_forwarded(rec))
+                              prefix_hashes(prepared.messages, ctx.key_by_id, ctx.conversation_id),
+                              prepared.tokens_received, prepared.tokens_forwarded, prepared.budget,
+                              prepared.occupancy.as_dict(), prepared.compacted, view_version)
+        return replace(prepared, prefix_stable=ctx.tenant.record_forwarded(rec), last_seq=ctx.last_seq,
+                       last_chain_hash=ctx.ingest.messages[-1].chain_hash)
 
     def _tools_tokens(self, turn: ChatTurn, counter: TokenCounter, client_tools: int) -> int:
         """Tool schemas in the budget: the client's, plus the recall tools whenever this request may

@@ -34,6 +34,10 @@ class CompactionObserver(Protocol):
     def on_background_error(self, conversation_id: str, attempt: int, error: str) -> None:
         """A background compaction attempt raised (it is retried, then left for the next turn)."""
 
+    def on_early_mismatch(self, conversation_id: str, fields: tuple[str, ...]) -> None:
+        """A request forwarded early (compaction/early_forward.py) differs from its full preparation
+        in `fields`: a ctxproxy bug (what was forwarded was still the client's messages as received)."""
+
 
 class NullObserver:
     """Listens to nothing (the default)."""
@@ -52,6 +56,9 @@ class NullObserver:
         return None
 
     def on_background_error(self, conversation_id: str, attempt: int, error: str) -> None:
+        return None
+
+    def on_early_mismatch(self, conversation_id: str, fields: tuple[str, ...]) -> None:
         return None
 
 

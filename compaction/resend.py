@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import orjson
 
+from compaction.early_forward import Passthrough
 from compaction.sized_lru import SizedLru
 from store.running_hashes import exact_json, exact_keys, kept
 
@@ -42,6 +43,7 @@ class Prior:
     keys: tuple[bytes, ...]  # each message's exact JSON (its slice of `blob`), right-sized
     expected: Expected  # validation state after the last message
     size: int
+    passing: Passthrough | None = None  # how it was forwarded, when exactly as received
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Resent:
     blob: bytes | None  # the request's encoding as one list (None: not plain JSON)
     key: Key | None
     ends: tuple[int, ...] = ()  # offset in `blob` just past each shared message
+    passing: Passthrough | None = None  # the previous request's, when this one resends all of it
 
 
 class Resends:
@@ -76,16 +79,16 @@ class Resends:
             return Resent(received, exact_keys(received), 0, None, blob, key)
         ends = prior.ends[:shared]
         keys: list[bytes | None] = [*prior.keys[:shared], *exact_keys(received[shared:])]
-        expected = prior.expected if shared == len(prior.messages) else None
-        return Resent([*prior.messages[:shared], *received[shared:]], keys, shared, expected, blob, key,
-                      ends)
+        whole = shared == len(prior.messages)
+        return Resent([*prior.messages[:shared], *received[shared:]], keys, shared,
+                      prior.expected if whole else None, blob, key, ends, prior.passing if whole else None)
 
-    def keep(self, resent: Resent, expected: Expected) -> None:
+    def keep(self, resent: Resent, expected: Expected, passing: Passthrough | None = None) -> None:
         """Remember `resent`'s messages, validated, as its conversation's previous request (not when
-        they are not all plain JSON)."""
+        they are not all plain JSON), with `passing` when they were forwarded as received."""
         if resent.key is None or resent.blob is None or None in resent.keys:
             return
-        prior = _prior(resent, expected)
+        prior = _prior(resent, expected, passing)
         self._held.put(resent.key, prior, prior.size)
 
     def forget(self) -> None:
@@ -133,7 +136,7 @@ def _common_messages(ends: tuple[int, ...], view: memoryview, blob: bytes) -> in
     return low
 
 
-def _prior(resent: Resent, expected: Expected) -> Prior:
+def _prior(resent: Resent, expected: Expected, passing: Passthrough | None) -> Prior:
     """The Prior of a request whose messages are all plain (every key known)."""
     ends = list(resent.ends)
     end = ends[-1] if ends else 0
@@ -144,7 +147,7 @@ def _prior(resent: Resent, expected: Expected) -> Prior:
     shared = len(resent.ends)
     keys = (*cast("tuple[bytes, ...]", resent.keys[:shared]), *(kept(k or b"") for k in resent.keys[shared:]))
     size = 3 * len(blob) + _MESSAGE_BYTES * len(resent.messages)  # the blob, the keys, the dicts' strings
-    return Prior(tuple(resent.messages), blob, tuple(ends), keys, expected, size)
+    return Prior(tuple(resent.messages), blob, tuple(ends), keys, expected, size, passing)
 
 
 RESENDS = Resends()

@@ -199,6 +199,31 @@ def _only_system(messages: Sequence[dict[str, Any]], upto: int) -> bool:
     return all(m.get("role") in ("system", "developer") for m in messages[:upto])
 
 
+def _identify(run: Runner, messages: Sequence[dict[str, Any]], external_id: str | None,
+              keys: Sequence[bytes | None]) -> tuple[list[str], _Match]:
+    """The request's chain hashes and the stored conversation its history matches."""
+    chain = chain_of(messages, keys)
+    if external_id:
+        return chain, _match_by_external_id(run, external_id, chain)
+    return chain, _match_by_chain(run, chain)
+
+
+def _forks(match: _Match, length: int) -> bool:
+    """A request of `length` messages diverges from the matched conversation's stored history."""
+    conv = match.conversation
+    return conv is not None and match.matched < conv["message_count"] and match.matched < length
+
+
+def extended_conversation(run: Runner, messages: Sequence[dict[str, Any]], external_id: str | None,
+                          keys: Sequence[bytes | None]) -> str | None:
+    """The stored conversation `ingest` would add `messages` to as they are, None when it would start
+    or fork one. Reads only."""
+    _, match = _identify(run, messages, external_id, keys)
+    if match.conversation is None or _forks(match, len(messages)):
+        return None
+    return str(match.conversation["id"])
+
+
 def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
            count_tokens: Callable[[dict[str, Any]], int], prefix_rows: PrefixRows | None = None,
            keys: Sequence[bytes | None] | None = None) -> IngestResult:
@@ -208,12 +233,10 @@ def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, exter
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
     keys = exact_keys(messages) if keys is None else keys
-    chain = chain_of(messages, keys)
-    match = _match_by_external_id(run, external_id, chain) if external_id else _match_by_chain(run, chain)
+    chain, match = _identify(run, messages, external_id, keys)
     now = time.time()
     conv, keep, forked = match.conversation, match.matched, False
-    stored_len = conv["message_count"] if conv is not None else 0
-    if conv is not None and keep < stored_len and keep < len(messages):
+    if conv is not None and _forks(match, len(messages)):
         forked = external_id is not None or not _only_system(messages, keep)
         conv = insert_conversation(run, model, external_id, conv["id"] if forked else None, now)
         keep = 0

@@ -35,6 +35,8 @@ METRIC_NAMES = (
     "ctxproxy_prefix_stable_requests_total",
     "ctxproxy_prefix_checked_requests_total",
     "ctxproxy_reply_store_failures_total",
+    "ctxproxy_early_forwards_total",
+    "ctxproxy_early_forward_mismatches_total",
     "ctxproxy_store_size_bytes",
     "ctxproxy_event_loop_lag_seconds",
     "ctxproxy_cache_bytes",
@@ -122,6 +124,10 @@ class Metrics:
                                  "Forwarded requests with a previous one to compare against", reg)
         self.reply_store_failures = _c("ctxproxy_reply_store_failures_total",
                                        "Replies relayed to the client that could not be stored", reg)
+        self.early_forwards = _c("ctxproxy_early_forwards_total",
+                                 "Requests forwarded before their bookkeeping (passthrough resends)", reg)
+        self.early_mismatches = _c("ctxproxy_early_forward_mismatches_total",
+                                   "Early-forwarded requests their full preparation disagreed with", reg)
         self.loop_lag = Histogram("ctxproxy_event_loop_lag_seconds",
                                   "How late the event loop woke a 50 ms sleep (time it was held)",
                                   registry=reg, buckets=_OVERHEAD_BUCKETS)
@@ -142,12 +148,15 @@ class Metrics:
     def observe_overhead(self, seconds: float) -> None:
         self.overhead.observe(seconds)
 
-    def observe_prepared(self, prepared: Any) -> None:
-        """Token, unused-budget, prefix-stability and forced-truncation figures of one PreparedRequest.
+    def observe_prepared(self, prepared: Any, early: bool = False) -> None:
+        """Token, unused-budget, prefix-stability and forced-truncation figures of one PreparedRequest
+        (`early`: handed over before its bookkeeping, compaction/early_forward.py).
 
         Its compaction steps are counted by the engine's observer (proxy/observability/observer.py), like
         background ones, so they are not counted here again.
         """
+        if early:
+            self.early_forwards.inc()
         received, forwarded = prepared.tokens_received, prepared.tokens_forwarded
         self.tokens_received.inc(received)
         self.tokens_forwarded.inc(forwarded)

@@ -61,3 +61,7 @@ class ProxyObserver:
     def on_background_error(self, conversation_id: str, attempt: int, error: str) -> None:
         self._log.warning("compaction.background_failed", conversation_id=conversation_id,
                           attempt=attempt, error=error)
+
+    def on_early_mismatch(self, conversation_id: str, fields: tuple[str, ...]) -> None:
+        self._metrics.early_mismatches.inc()
+        self._log.warning("early_forward_mismatch", conversation_id=conversation_id, fields=list(fields))

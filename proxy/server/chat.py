@@ -25,6 +25,7 @@ from config.errors import (
 )
 from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys
+from proxy.engine_host import Preparing
 from proxy.recall import transport
 from proxy.server.body import read_json_object
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
@@ -56,6 +57,7 @@ class Turn:
     params: LiteLLMParams
     body: dict[str, Any]  # what is forwarded
     api_key: str | None  # upstream key: the model entry's own, else the client's
+    settled: asyncio.Task[PreparedRequest] | None = None  # the full preparation of an early forward
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -100,7 +102,8 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     turn = await _build_turn(request, body, entry, tenant, client_key)
     if not recall_tools:
         turn = replace(turn, offer_recall=False)
-    prepared: PreparedRequest = await app[appkeys.HOST].prepare(turn)  # off this loop
+    preparing = await app[appkeys.HOST].prepare(turn)  # off this loop
+    prepared = preparing.request
     record.conversation_id = prepared.conversation_id
     record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
     record.compacted = prepared.compacted
@@ -108,10 +111,10 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     record.summarizer_wait = prepared.waited_on_summarizer
     record.forced_truncation = prepared.forced_truncation
     record.compaction_steps = len(prepared.events)
-    app[appkeys.METRICS].observe_prepared(prepared)
+    app[appkeys.METRICS].observe_prepared(prepared, early=preparing.settled is not None)
     params = upstream_params(turn.upstream, app[appkeys.SETTINGS].server, request.headers)
     return Turn(request, started, turn, prepared, params, forward_body(body, prepared, params),
-                params.api_key or client_key)
+                params.api_key or client_key, preparing.settled)
 
 
 def upstream_params(params: LiteLLMParams, server: ServerSettings,
@@ -256,7 +259,7 @@ def _reply_message(t: Turn, reply: UpstreamReply) -> dict[str, Any] | None:
 
 async def finish_turn(t: Turn, reply: dict[str, Any] | None) -> None:
     """Store the reply (when there is one) and schedule background work, on the engine thread."""
-    await t.request.app[appkeys.HOST].finish_turn(t.prepared, t.turn, reply)
+    await t.request.app[appkeys.HOST].finish_turn(Preparing(t.prepared, t.settled), t.turn, reply)
 
 
 async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:

@@ -18,6 +18,7 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from compaction.anchors import ANCHOR_BLOCK_OPEN
+from compaction.early_forward import EarlyForward
 from compaction.summarizers import ExtractiveSummarizer, source_from_prompt
 from compaction.tokens import REPLY_PRIMING, TokenCounter
 from compaction.toolpairs import pairing_violations
@@ -90,8 +91,8 @@ class RecordingEngine:
         done = asyncio.run_coroutine_threadsafe(self.inner.background.drain(), self.loop)
         await asyncio.wrap_future(done)
 
-    async def prepare(self, turn: ChatTurn) -> PreparedRequest:
-        prepared: PreparedRequest = await self.inner.prepare(turn)
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
+        prepared: PreparedRequest = await self.inner.prepare(turn, early)
         self.prepared.append(prepared)
         return prepared
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compaction.early_forward import EarlyForward
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.tokens import TokenCounter
 from compaction.types import ChatTurn, Occupancy, PreparedRequest
@@ -19,7 +20,7 @@ class PassthroughEngine:
         self.replies: list[dict[str, Any]] = []
         self.after_turns = 0
 
-    async def prepare(self, turn: ChatTurn) -> PreparedRequest:
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
         messages = validate_messages(list(turn.messages))
         counter = TokenCounter.for_model(turn.upstream.model)
         result = self.store.for_tenant(turn.tenant_id).ingest(

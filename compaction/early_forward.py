@@ -1,0 +1,88 @@
+"""Forwarding a passthrough resend before its bookkeeping (issue 12: latency of large histories).
+
+While a conversation is uncompacted and fits its budget, ctxproxy forwards the client's messages
+exactly as received. A resend of such a conversation (the previous request's messages, then new
+ones) is known to stay so from the previous request (compaction/resend.py keeps its outcome) and the
+new messages alone: then the engine hands the forwarded request to the proxy at once, and does the
+request's bookkeeping (ingest, plan, forwarded record) while the provider works. That full
+preparation is the same as for any request, and its result must equal the early one: the engine
+compares them and reports a difference (`CompactionObserver.on_early_mismatch`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from compaction.messages import PRIVATE_FIELDS
+from compaction.tokens import TokenCounter
+from compaction.toolpairs import SYSTEM_ROLES
+from compaction.types import ChatTurn, PreparedRequest
+
+# Handed the forwarded request before the bookkeeping, which goes on when it returns.
+EarlyForward = Callable[[PreparedRequest], Awaitable[None]]
+# Of the turn, what the budget and the forwarded tools depend on (compaction/budget.py).
+Signature = tuple[str, tuple[dict[str, Any], ...], object, int, int | None, bool]
+# Fields only the full preparation knows (the stored ids the reply is attached to).
+_SETTLED_ONLY = frozenset({"last_seq", "last_chain_hash"})
+_PRIVATE = frozenset(PRIVATE_FIELDS)
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """A request forwarded exactly as received, nothing compacted: what its resend starts from."""
+
+    prepared: PreparedRequest
+    signature: Signature
+
+
+def signature(turn: ChatTurn) -> Signature:
+    return (turn.model, turn.tools, turn.settings, turn.context_window, turn.max_reply_tokens,
+            turn.offer_recall)
+
+
+def passthrough(prepared: PreparedRequest, messages: list[dict[str, Any]], turn: ChatTurn,
+                view_version: int) -> Passthrough | None:
+    """`prepared`'s Passthrough when it forwards `messages` themselves (no copy: no `pinned` was
+    stripped), with no summary, anchor, truncation or saved view; else None."""
+    if (prepared.compacted or prepared.forced_truncation or prepared.events or view_version
+            or len(prepared.messages) != len(messages)
+            or not all(map(operator.is_, prepared.messages, messages))):
+        return None
+    return Passthrough(replace(prepared, last_seq=None, last_chain_hash=None), signature(turn))
+
+
+def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]],
+             counter: TokenCounter) -> PreparedRequest | None:
+    """The forwarded request of `turn` when it resends `prior`'s messages and then `new` (validated),
+    all forwarded as received; None when that is not certain (a new system message, one with
+    `pinned`, different parameters, or over the budget)."""
+    if not new or signature(turn) != prior.signature or any(
+            m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new):
+        return None
+    before = prior.prepared
+    added = sum(map(counter.count_message, new))
+    if before.tokens_forwarded + added > before.budget:
+        return None
+    occupancy = replace(before.occupancy, fresh_tail=before.occupancy.fresh_tail + added)
+    return replace(before, messages=(*before.messages, *new),
+                   tokens_received=before.tokens_received + added,
+                   tokens_forwarded=before.tokens_forwarded + added, occupancy=occupancy,
+                   prefix_stable=True)
+
+
+def confirmed(early: PreparedRequest, conversation_id: str, tokens_received: int, stored: int) -> bool:
+    """After ingest, whether the early forward is the request's plan: an uncompacted conversation's
+    plan is its request as received (compaction/planner.py), so it is, when the request went to the
+    same conversation, was counted alike and is stored one message per request message (the view
+    was checked before). Else the engine plans it in full and reports the difference."""
+    return (conversation_id == early.conversation_id and tokens_received == early.tokens_received
+            and stored == len(early.messages))
+
+
+def differences(early: PreparedRequest, settled: PreparedRequest) -> tuple[str, ...]:
+    """The fields in which the early forward differs from the full preparation (none expected)."""
+    return tuple(f.name for f in fields(PreparedRequest) if f.name not in _SETTLED_ONLY
+                 and getattr(early, f.name) != getattr(settled, f.name))

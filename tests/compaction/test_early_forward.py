@@ -1,0 +1,198 @@
+"""Early forwarding (compaction/early_forward.py): a resend of a conversation still forwarded as
+received is handed over before its bookkeeping. What is handed over is exactly what the full
+preparation of the same request forwards and reports (an engine with emptied caches and no early
+forwarding prepares it too), the store ends up the same, and nothing else is ever handed over."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction import early_forward
+from compaction.engine import Engine
+from compaction.observer import NullObserver
+from compaction.types import ChatTurn, PreparedRequest
+from config.settings import CompactionSettings, LiteLLMParams, StoreSettings
+from store.models import ContextView, ViewItem
+from store.store import Store
+from tests.compaction.conftest import MODEL, asst, sys, tool, user
+from tests.compaction.test_resend_caches import WIDE, _emptied, _engine, _seen
+
+Pair = tuple[Engine, Store, Engine, Store]
+
+
+class MismatchLog(NullObserver):
+    def __init__(self) -> None:
+        self.mismatches: list[tuple[str, ...]] = []
+
+    def on_early_mismatch(self, conversation_id: str, fields: tuple[str, ...]) -> None:
+        self.mismatches.append(fields)
+
+
+def _pair(tmp: Path) -> Pair:
+    stores = [Store.open(StoreSettings(path=str(tmp / f"{n}.db"), tenant_secret="x" * 32))
+              for n in ("early", "full")]
+    early, full = _engine(stores[0]), _engine(stores[1])
+    early.observer = MismatchLog()
+    return early, stores[0], full, stores[1]
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[Pair]:
+    made = _pair(tmp_path)
+    yield made
+    await _close(made)
+
+
+async def _close(made: Pair) -> None:
+    for engine, store in ((made[0], made[1]), (made[2], made[3])):
+        await engine.aclose()
+        store.close()
+
+
+def _turn(messages: list[dict[str, Any]], window: int = 200_000, **fields: Any) -> ChatTurn:
+    settings = fields.pop("settings", WIDE)
+    return ChatTurn("tenant-a", MODEL, LiteLLMParams("openai/" + MODEL), settings, window, tuple(messages),
+                    **fields)
+
+
+async def _both(made: Pair, turn: ChatTurn, patch: pytest.MonkeyPatch,
+                reply: dict[str, Any] | None = None) -> tuple[PreparedRequest | None, bool]:
+    """`turn` prepared by both engines (the full one with emptied caches), then `reply` stored
+    (default "ok"); what was handed over early, and whether it is what the full preparation
+    forwards and reports, with the same store (True when nothing was: stores compacted apart hold
+    summaries of their own ids)."""
+    early, early_store, full, full_store = made
+    handed: list[PreparedRequest] = []
+
+    async def hand_over(prepared: PreparedRequest) -> None:
+        handed.append(prepared)
+
+    got = await early.prepare(turn, hand_over)
+    with patch.context() as emptied:
+        _emptied(full_store, emptied)
+        want = await full.prepare(turn)
+    same = True
+    if handed:
+        cid = dataclasses.replace(handed[0], conversation_id=want.conversation_id)
+        same = (_seen(got, early_store) == _seen(want, full_store) and handed[0].last_seq is None
+                and early_forward.differences(cid, want) == ()
+                and handed[0].conversation_id == got.conversation_id)
+    for engine, prepared in ((early, got), (full, want)):
+        if turn.messages[-1]["role"] in ("user", "tool"):
+            engine.record_reply(prepared, turn, reply or asst("ok"))
+    return (handed[0] if handed else None), same
+
+
+def _mismatches(made: Pair) -> list[tuple[str, ...]]:
+    observer = made[0].observer
+    assert isinstance(observer, MismatchLog)
+    return observer.mismatches
+
+
+async def test_an_agent_loop_is_forwarded_early_from_its_second_request(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    history = [sys("You are terse."), user("look it up")]
+    handed = []
+    for step in range(6):
+        # The model calls a tool (the next request ends with its result) or answers.
+        reply = asst(None, [f"c{step}"]) if step % 2 else asst(f"answer {step}")
+        got, same = await _both(pair, _turn(history), monkeypatch, reply)
+        assert same
+        handed.append(got is not None)
+        history += [reply, tool(f"c{step}", f"result {step}") if step % 2 else user(f"next {step}")]
+    assert handed == [False] + [True] * 5
+    assert _mismatches(pair) == []
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda h: [*h, {**user("keep this"), "pinned": True}], "a new message is pinned"),
+    (lambda h: [*h, sys("a new system message"), user("go")], "a new system message"),
+    (lambda h: [*h[:-1], asst("an edited reply"), user("go")], "an edited reply forks"),
+    (lambda h: [*h, user("word " * 2500), asst("ok"), user("word " * 2000)], "over the budget"),
+])
+async def test_what_might_not_be_forwarded_as_received_is_prepared_in_full(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch, change: Any, why: str) -> None:
+    history = [sys("You are terse."), user("one"), asst("ok"), user("two")]
+    first, _ = await _both(pair, _turn(history, window=6_000), monkeypatch)
+    history = [*history, asst("ok")]
+    got, same = await _both(pair, _turn(change(history), window=6_000), monkeypatch)
+    assert (first, got) == (None, None), why
+    assert same, why
+    assert _mismatches(pair) == []
+
+
+@pytest.mark.parametrize("fields", [{"tools": ({"type": "function", "function": {"name": "f"}},)},
+                                    {"max_reply_tokens": 500}, {"offer_recall": True},
+                                    {"settings": dataclasses.replace(WIDE, fresh_tail_count=2)}])
+async def test_a_request_with_other_parameters_is_prepared_in_full(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any]) -> None:
+    history = [sys("You are terse."), user("one")]
+    await _both(pair, _turn(history), monkeypatch)
+    got, same = await _both(pair, _turn([*history, asst("ok"), user("two")], **fields), monkeypatch)
+    assert got is None and same
+
+
+async def test_a_conversation_with_a_saved_view_is_prepared_in_full(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    history = [sys("You are terse."), user("one")]
+    await _both(pair, _turn(history), monkeypatch)
+    early, store = pair[0], pair[1]
+    tenant = store.for_tenant("tenant-a")
+    cid = tenant.list_conversations()[0].id
+    # A view saved meanwhile (by another replica, say): the plan now starts from it.
+    tenant.save_view(ContextView(cid, 0, (ViewItem("message", "1"),), 1))
+    handed: list[PreparedRequest] = []
+
+    async def hand_over(prepared: PreparedRequest) -> None:
+        handed.append(prepared)
+
+    await early.prepare(_turn([*history, asst("ok"), user("two")]), hand_over)
+    assert handed == []
+
+
+# Each step appends to the history: a user turn, a tool round, a pinned or system message, or a
+# long message that may cross the budget (then the conversation compacts and is prepared in full).
+STEPS = st.lists(st.sampled_from(["user", "tools", "pinned", "system", "long"]), min_size=2, max_size=7)
+
+
+def _step(history: list[dict[str, Any]], kind: str, i: int) -> list[dict[str, Any]]:
+    if history[-1]["role"] in ("user", "tool"):
+        history = [*history, asst("ok")]
+    return {
+        "user": lambda: [*history, user(f"question {i}")],
+        "tools": lambda: [*history, asst(None, [f"t{i}"]), tool(f"t{i}", f"found {i}"), user("and?")],
+        "pinned": lambda: [*history, {**user(f"remember {i}"), "pinned": True}],
+        "system": lambda: [*history, sys(f"note {i}"), user(f"after note {i}")],
+        "long": lambda: [*history, user(f"long {i} " + "word " * 900)],
+    }[kind]()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+def test_whatever_is_handed_over_is_what_the_full_preparation_forwards(
+        steps: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            made = _pair(Path(tmp))
+            try:
+                history = [sys("You are terse."), user("start")]
+                for i, kind in enumerate(["user", *steps]):
+                    history = _step(history, kind, i) if i else history
+                    _, same = await _both(made, _turn(history, window=4_000,
+                                                      settings=CompactionSettings(background=False)),
+                                          monkeypatch)
+                    assert same
+                assert _mismatches(made) == []
+            finally:
+                await _close(made)
+
+    asyncio.run(run())
