@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.models import StoredMessage
-from store.running_hashes import kept, key_bytes
+from store.running_hashes import as_held, kept, key_bytes
 
 Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
 MAX_ROWS = 16_384  # some 50 resent 100k-token histories
@@ -51,7 +51,7 @@ class Made:
         """The records of `rows` made from messages with exact JSON `keys`. A record reused from
         `before` keeps its key as kept there (the first `leading` ones are, by position); the
         others' keys are copied right-sized."""
-        held = before.keys[:leading] + tuple(
+        held = as_held(before.keys[:leading], keys) + tuple(
             before.keys[i] if i < len(before.messages) and before.messages[i] is m else None if k is None
             else kept(k) for i, k, m in zip(range(leading, len(messages)), keys[leading:], messages[leading:],
                                             strict=True))

@@ -70,9 +70,28 @@ def key_bytes(keys: Sequence[bytes | None]) -> int:
     return sum(map(len, filter(None, keys)))
 
 
-def kept(key: bytes) -> bytes:
-    """A right-sized copy of an orjson key, for holding past the request (its buffer is >= 4 KiB)."""
-    return bytes(memoryview(key))
+class Kept(bytes):
+    """A right-sized key, held past its request. Every holder of keys holds these very objects when
+    it can (`kept`, `as_held`), so a resend's keys are the held ones themselves: compared equal at
+    once, by identity, instead of byte by byte over the whole history."""
+
+    __slots__ = ()
+
+
+_HELD_TYPES = frozenset({Kept, type(None)})
+
+
+def kept(key: bytes) -> Kept:
+    """`key` right-sized for holding past the request (an orjson buffer is >= 4 KiB): a copy, or the
+    key itself when it is one already."""
+    return key if isinstance(key, Kept) else Kept(memoryview(key))
+
+
+def as_held(held: tuple[bytes | None, ...], keys: Sequence[bytes | None]) -> tuple[bytes | None, ...]:
+    """What to hold for `keys`' leading entries, equal to `held`: the caller's own objects when all
+    are held ones (Kept or None, checked in C), so holders converge on the same objects; else `held`."""
+    lead = keys[:len(held)]
+    return tuple(lead) if set(map(type, lead)) <= _HELD_TYPES else held
 
 
 _NAMED: dict[str, RunningHashes] = {}  # the process's memos, by name (reported by /metrics)
@@ -189,6 +208,6 @@ def _run(previous: str, shared: tuple[bytes | None, ...], keys: Sequence[bytes |
          hashes: list[str]) -> _Run:
     """The run to keep: the keys it shared with the last one as they were kept, the rest copied."""
     fresh = tuple(None if k is None else kept(k) for k in keys[len(shared):])
-    held = shared + fresh
+    held = as_held(shared, keys) + fresh
     size = key_bytes(held) + _RUN_ENTRY_OVERHEAD * (len(held) + 1)
     return _Run(previous, held, tuple(hashes), size)
