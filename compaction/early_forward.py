@@ -2,11 +2,14 @@
 
 While a conversation is uncompacted and fits its budget, ctxproxy forwards the client's messages
 exactly as received. A resend of such a conversation (the previous request's messages, then new
-ones) is known to stay so from the previous request (compaction/resend.py keeps its outcome) and the
-new messages alone: then the engine hands the forwarded request to the proxy at once, and does the
-request's bookkeeping (ingest, plan, forwarded record) while the provider works. That full
-preparation is the same as for any request, and its result must equal the early one: the engine
-compares them and reports a difference (`CompactionObserver.on_early_mismatch`).
+ones) is known to stay so from the previous request (compaction/resend.py keeps its outcome), the new
+messages and two reads (the conversation it extends, without a fork; no saved view): then the engine
+hands the forwarded request to the proxy at once, and does the request's bookkeeping (ingest, the
+forwarded record) while the provider works. After ingest the premises are confirmed (`confirmed`:
+the plan of an uncompacted conversation is its request, compaction/planner.py); when one fails the
+request is planned in full as any other and the difference reported
+(`CompactionObserver.on_early_mismatch`). tests/compaction/test_early_forward.py checks that what is
+handed over is what a full preparation forwards.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ EarlyForward = Callable[[PreparedRequest], Awaitable[None]]
 # Of the turn, what the budget and the forwarded tools depend on (compaction/budget.py).
 Signature = tuple[str, tuple[dict[str, Any], ...], object, int, int | None, bool]
 # Fields only the full preparation knows (the stored ids the reply is attached to).
-_SETTLED_ONLY = frozenset({"last_seq", "last_chain_hash"})
+_SETTLED_ONLY = frozenset({"last_seq", "last_chain_hash", "messages_json"})
 _PRIVATE = frozenset(PRIVATE_FIELDS)
 
 
@@ -51,14 +54,16 @@ def passthrough(prepared: PreparedRequest, messages: list[dict[str, Any]], turn:
             or len(prepared.messages) != len(messages)
             or not all(map(operator.is_, prepared.messages, messages))):
         return None
-    return Passthrough(replace(prepared, last_seq=None, last_chain_hash=None), signature(turn))
+    return Passthrough(replace(prepared, last_seq=None, last_chain_hash=None, messages_json=None),
+                       signature(turn))
 
 
-def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]],
-             counter: TokenCounter) -> PreparedRequest | None:
+def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]], counter: TokenCounter,
+             encoded: bytes | None = None) -> PreparedRequest | None:
     """The forwarded request of `turn` when it resends `prior`'s messages and then `new` (validated),
     all forwarded as received; None when that is not certain (a new system message, one with
-    `pinned`, different parameters, or over the budget)."""
+    `pinned`, different parameters, or over the budget). `encoded`: the request's messages as one
+    JSON list (compaction/resend.py), forwarded as they are."""
     if not new or signature(turn) != prior.signature or any(
             m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new):
         return None
@@ -70,7 +75,7 @@ def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]],
     return replace(before, messages=(*before.messages, *new),
                    tokens_received=before.tokens_received + added,
                    tokens_forwarded=before.tokens_forwarded + added, occupancy=occupancy,
-                   prefix_stable=True)
+                   prefix_stable=True, messages_json=encoded)
 
 
 def confirmed(early: PreparedRequest, conversation_id: str, tokens_received: int, stored: int) -> bool:

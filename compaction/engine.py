@@ -178,7 +178,7 @@ class Engine:
         if (tenant.extended_conversation(messages, turn.external_conversation_id, resent.keys) != cid
                 or tenant.view(cid) is not None):
             return None
-        sent = early_forward.extended(prior, turn, messages[resent.shared:], counter)
+        sent = early_forward.extended(prior, turn, messages[resent.shared:], counter, resent.blob)
         if sent is not None:
             await early(sent)
         return sent

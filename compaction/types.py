@@ -97,6 +97,9 @@ class PreparedRequest:
     # reply branches there instead of following an older reply).
     last_seq: int | None = None
     last_chain_hash: str | None = None
+    # `messages` as one compact JSON list when known (a request forwarded as received: the client's
+    # own encoding), so the upstream body is not encoded again; not part of equality.
+    messages_json: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def budget_unused_ratio(self) -> float:

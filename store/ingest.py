@@ -11,6 +11,8 @@ new conversation.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import secrets
 import sqlite3
 import time
@@ -153,8 +155,9 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], up
             for r in prefix[leading:]]
     if cache is not None:
         cache.keep(cid, tuple(prefix), Made.of(tuple(prefix), keys[:len(out)], tuple(out), made, leading))
+    carrying = any(map(operator.contains, messages[:upto], itertools.repeat("pinned")))  # in C: usually none
     newly_pinned = [s.id for s, r in zip(out, prefix, strict=True)
-                    if messages[r[2]].get("pinned") and not r[7]]
+                    if messages[r[2]].get("pinned") and not r[7]] if carrying else []
     if newly_pinned:  # pinning is monotonic: a client may pin an old message later
         marks, params = rows.in_list("p", newly_pinned)
         run(f"UPDATE messages SET pinned = 1 WHERE tenant_id = :tenant AND id IN {marks}", params)

@@ -33,7 +33,7 @@ from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream import sse
 from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, Upstream, UpstreamReply, uses_openai_wire
-from proxy.upstream.wire import first_message
+from proxy.upstream.wire import EncodedMessages, first_message
 
 Outcome = TypeVar("Outcome")
 Relay = Callable[[AsyncIterator[bytes], sse.Writer], Awaitable[Outcome]]  # events, write -> outcome
@@ -201,7 +201,8 @@ def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLL
     if params.uses_openai_wire:  # the entry's body params, as litellm applies them on its path
         out.update({k: v for k, v in params.extra.items() if k in FAST_PATH_BODY_PARAMS})
     out["model"] = params.upstream_model
-    out["messages"] = list(prepared.messages)
+    out["messages"] = (list(prepared.messages) if prepared.messages_json is None
+                       else EncodedMessages(prepared.messages, prepared.messages_json))
     if prepared.tools:
         out["tools"] = list(prepared.tools)
     out.pop("pinned", None)

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from store.fastjson import dumps_compact
 
 
+class EncodedMessages(list[dict[str, Any]]):
+    """A body's `messages` whose compact JSON is known already (the client's own bytes, when they are
+    forwarded as received): `compact_json` writes those bytes instead of encoding the list again.
+    Built once per forwarded body and never changed (the recall loop copies it into a plain list)."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, messages: Sequence[dict[str, Any]], encoded: bytes) -> None:
+        super().__init__(messages)
+        self.encoded = encoded
+
+
 def compact_json(obj: Any) -> bytes:
     """JSON as providers and clients get it from us: UTF-8, no spaces, non-ASCII kept."""
-    return dumps_compact(obj)
+    messages = obj.get("messages") if obj.__class__ is dict else None
+    if not isinstance(messages, EncodedMessages):
+        return dumps_compact(obj)
+    rest = dumps_compact({k: v for k, v in obj.items() if k != "messages"})
+    return rest[:-1] + (b"," if len(rest) > 2 else b"") + b'"messages":' + messages.encoded + b"}"
 
 
 def first_message(data: Mapping[str, Any]) -> dict[str, Any] | None:
