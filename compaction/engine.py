@@ -166,7 +166,7 @@ class Engine:
     # -- request path ---------------------------------------------------------------------------
 
     async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[dict[str, Any]],
-                       counter: TokenCounter, early: EarlyForward | None) -> PreparedRequest | None:
+                             counter: TokenCounter, early: EarlyForward | None) -> PreparedRequest | None:
         """Hand `early` the forwarded request when it is known before the bookkeeping: `turn`
         resends a passthrough, extending its stored conversation (no fork: an edited reply forks),
         which still has no saved view (none was made meanwhile, here or by another replica).
@@ -174,13 +174,13 @@ class Engine:
         prior = resent.passing
         if early is None or prior is None:
             return None
-        tenant, cid = self.store.for_tenant(turn.tenant_id), prior.prepared.conversation_id
-        if (tenant.extended_conversation(messages, turn.external_conversation_id, resent.keys) != cid
-                or tenant.view(cid) is not None):
-            return None
         sent = early_forward.extended(prior, turn, messages[resent.shared:], counter, resent.blob)
-        if sent is not None:
-            await early(sent)
+        tenant = self.store.for_tenant(turn.tenant_id)
+        if sent is None or tenant.extended_conversation(
+                messages, turn.external_conversation_id, resent.keys) != sent.conversation_id or \
+                tenant.view(sent.conversation_id) is not None:
+            return None
+        await early(sent)
         return sent
 
     def _context(self, turn: ChatTurn, messages: list[dict[str, Any]], keys: list[bytes | None],

@@ -50,6 +50,30 @@ def test_small_wal_gets_a_passive_checkpoint_large_one_is_emptied(
     assert len(tenant.tool_rounds(cid)) == 100
 
 
+class CheckpointLog:
+    """A store that only records the checkpoints asked of it (each completes)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[CheckpointMode, bool]] = []
+
+    def checkpoint(self, mode: CheckpointMode = "PASSIVE", *, exclusive: bool = False) -> bool:
+        self.asked.append((mode, exclusive))
+        return True
+
+
+@pytest.mark.parametrize(("wal", "asked"), [
+    (0, [("PASSIVE", False)]),
+    (2_000, [("PASSIVE", False), ("TRUNCATE", False)]),
+    (20_000, [("TRUNCATE", True)]),  # past the exclusive bound: no PASSIVE pass first
+])
+def test_the_checkpoint_fits_the_wal_size(tmp_path: Path, wal: int, asked: list[tuple[str, bool]]) -> None:
+    settings = StoreSettings(path=str(tmp_path / "s.db"))
+    Path(settings.path + "-wal").write_bytes(b"x" * wal)
+    store = CheckpointLog()
+    assert checkpoint_once(cast(StoreBackend, store), settings, truncate_over=1_000, exclusive_over=10_000)
+    assert store.asked == asked
+
+
 def test_truncate_completes_under_continuous_writes(served: tuple[Store, TenantStore, str]) -> None:
     store, tenant, cid = served
     done = threading.Event()
