@@ -30,3 +30,6 @@ UPSTREAMS = web.AppKey("upstreams", UpstreamRouter)
 WINDOWS = web.AppKey("context_windows", WindowResolver)
 
 RECORD = web.RequestKey("request_record", RequestRecord)
+# The parsed JSON body, held by the request so its objects are freed with it, after the answer is
+# sent: freeing a resent 100k-token history took ~0.3 ms between the handler and the answer.
+PARSED_BODY = web.RequestKey("parsed_body", dict)
