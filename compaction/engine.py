@@ -175,10 +175,11 @@ class Engine:
         if early is None or prior is None:
             return None
         sent = early_forward.extended(prior, turn, messages[resent.shared:], counter, resent.blob)
+        if sent is None:
+            return None
         tenant = self.store.for_tenant(turn.tenant_id)
-        if sent is None or tenant.extended_conversation(
-                messages, turn.external_conversation_id, resent.keys) != sent.conversation_id or \
-                tenant.view(sent.conversation_id) is not None:
+        extends = tenant.extended_conversation(messages, turn.external_conversation_id, resent.keys)
+        if extends != sent.conversation_id or tenant.view(sent.conversation_id) is not None:
             return None
         await early(sent)
         return sent

@@ -190,7 +190,6 @@ class EngineHost:
             self._loop.close()
 
 
-
 async def _awaited(make: Callable[[], Awaitable[Result]]) -> Result:
     return await make()
 

@@ -49,8 +49,9 @@ class Made:
     def of(cls, rows: tuple[Row, ...], keys: Sequence[bytes | None], messages: tuple[StoredMessage, ...],
            before: Made, leading: int = 0) -> Made:
         """The records of `rows` made from messages with exact JSON `keys`. A record reused from
-        `before` keeps its key as kept there (the first `leading` ones are, by position); the
-        others' keys are copied right-sized."""
+        `before` keeps its key as kept there (the first `leading` ones, by position, take the
+        caller's own key objects when those are held ones: `as_held`); the others' keys are copied
+        right-sized."""
         held = as_held(before.keys[:leading], keys) + tuple(
             before.keys[i] if i < len(before.messages) and before.messages[i] is m else None if k is None
             else kept(k) for i, k, m in zip(range(leading, len(messages)), keys[leading:], messages[leading:],

@@ -206,7 +206,8 @@ class RunningHashes:
 
 def _run(previous: str, shared: tuple[bytes | None, ...], keys: Sequence[bytes | None],
          hashes: list[str]) -> _Run:
-    """The run to keep: the keys it shared with the last one as they were kept, the rest copied."""
+    """The run to keep: the keys it shared with the last one (the caller's own objects when they
+    are held ones, `as_held`; else as the run kept them), the rest copied right-sized."""
     fresh = tuple(None if k is None else kept(k) for k in keys[len(shared):])
     held = as_held(shared, keys) + fresh
     size = key_bytes(held) + _RUN_ENTRY_OVERHEAD * (len(held) + 1)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction import early_forward
+from compaction.early_forward import EarlyForward
 from compaction.engine import Engine
 from compaction.observer import NullObserver
 from compaction.types import ChatTurn, PreparedRequest
@@ -64,6 +65,16 @@ def _turn(messages: list[dict[str, Any]], window: int = 200_000, **fields: Any) 
                     **fields)
 
 
+def _recorder() -> tuple[list[PreparedRequest], EarlyForward]:
+    """An `early` callback and the list of what it was handed."""
+    handed: list[PreparedRequest] = []
+
+    async def hand_over(prepared: PreparedRequest) -> None:
+        handed.append(prepared)
+
+    return handed, hand_over
+
+
 async def _both(made: Pair, turn: ChatTurn, patch: pytest.MonkeyPatch,
                 reply: dict[str, Any] | None = None) -> tuple[PreparedRequest | None, bool]:
     """`turn` prepared by both engines (the full one with emptied caches), then `reply` stored
@@ -71,11 +82,7 @@ async def _both(made: Pair, turn: ChatTurn, patch: pytest.MonkeyPatch,
     forwards and reports, with the same store (True when nothing was: stores compacted apart hold
     summaries of their own ids)."""
     early, early_store, full, full_store = made
-    handed: list[PreparedRequest] = []
-
-    async def hand_over(prepared: PreparedRequest) -> None:
-        handed.append(prepared)
-
+    handed, hand_over = _recorder()
     got = await early.prepare(turn, hand_over)
     with patch.context() as emptied:
         _emptied(full_store, emptied)
@@ -150,11 +157,7 @@ async def test_a_conversation_with_a_saved_view_is_prepared_in_full(
     cid = tenant.list_conversations()[0].id
     # A view saved meanwhile (by another replica, say): the plan now starts from it.
     tenant.save_view(ContextView(cid, 0, (ViewItem("message", "1"),), 1))
-    handed: list[PreparedRequest] = []
-
-    async def hand_over(prepared: PreparedRequest) -> None:
-        handed.append(prepared)
-
+    handed, hand_over = _recorder()
     await early.prepare(_turn([*history, asst("ok"), user("two")]), hand_over)
     assert handed == []
 
