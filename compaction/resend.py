@@ -15,6 +15,7 @@ None), and a request holding anything but plain JSON (store/fastjson.py `is_plai
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -69,12 +70,13 @@ class Resends:
     def resent(self, tenant: str, external_id: str | None, received: list[dict[str, Any]]) -> Resent:
         """`received` with the leading messages it shares with the previous request found."""
         first = exact_json(received[0]) if received else None
-        blob = _encoded(received) if first is not None else None
-        if first is None or blob is None:
+        if first is None:
             return Resent(received, exact_keys(received), 0, None, None, None)
         key = (tenant, external_id, first)
         prior = self._held.get(key)
-        shared = _shared(prior, blob, received) if prior is not None else 0
+        blob, shared = _compared(prior, received)
+        if blob is None:
+            return Resent(received, exact_keys(received), 0, None, None, None)
         if prior is None or not shared:
             return Resent(received, exact_keys(received), 0, None, blob, key)
         ends = prior.ends[:shared]
@@ -98,6 +100,10 @@ class Resends:
     def held_bytes(self) -> int:
         return self._held.held
 
+    @property
+    def max_bytes(self) -> int:
+        return self._held.max_size
+
     def __len__(self) -> int:
         return len(self._held)
 
@@ -107,6 +113,27 @@ def _encoded(messages: list[dict[str, Any]]) -> bytes | None:
         return orjson.dumps(messages)
     except orjson.JSONEncodeError:  # a big int, a lone surrogate, a non-str key: no comparison
         return None
+
+
+def _compared(prior: Prior | None, received: list[dict[str, Any]]) -> tuple[bytes | None, int]:
+    """`received`'s encoding (None: not plain JSON) and how many leading messages it shares with
+    the prior request."""
+    if prior is not None and (blob := _extended(prior, received)) is not None:
+        return blob, len(prior.messages)
+    blob = _encoded(received)
+    return blob, _shared(prior, blob, received) if prior is not None and blob is not None else 0
+
+
+def _extended(prior: Prior, received: list[dict[str, Any]]) -> bytes | None:
+    """`received`'s encoding when it begins with the prior's own dicts (a body whose resent part was
+    not parsed again, proxy/server/resent_body.py): only what follows them is encoded. Else None."""
+    held = prior.messages
+    if len(received) < len(held) or not all(map(operator.is_, held, received)):
+        return None
+    if len(received) == len(held):
+        return prior.blob
+    tail = _encoded(received[len(held):])
+    return None if tail is None else b"".join((prior.blob[:-1], b",", memoryview(tail)[1:]))
 
 
 def _shared(prior: Prior, blob: bytes, received: Sequence[dict[str, Any]]) -> int:

@@ -29,6 +29,7 @@ from proxy.recall.http import setup_context_routes
 from proxy.server import chat, messages, meta, passthrough, responses
 from proxy.server.lifecycle import setup_lifecycle_routes
 from proxy.server.middleware import error_middleware, observe_middleware
+from proxy.server.resent_body import ResentBodies
 from proxy.server.warmup import warmup_ctx
 from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
@@ -95,6 +96,7 @@ def _observability(settings: Settings, stream: Any) -> Callable[[web.Application
         app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)),
                                        caches=lambda: cache_fill(app.get(appkeys.STORE)))
         app[appkeys.WINDOWS] = WindowResolver(settings)
+        app[appkeys.RESENT_BODIES] = ResentBodies()
         yield
 
     return ctx

@@ -15,6 +15,7 @@ from proxy.engine_host import EngineHost
 from proxy.engine_host import HostedEngine as EngineAPI
 from proxy.observability.logging import RequestRecord
 from proxy.observability.metrics import Metrics
+from proxy.server.resent_body import ResentBodies
 from proxy.server.windows import WindowResolver
 from proxy.upstream.openai import UpstreamRouter
 from store.interface import StoreBackend
@@ -28,6 +29,7 @@ ENGINE = web.AppKey("engine", EngineAPI)  # lives on HOST's thread: call it thro
 HOST = web.AppKey("engine_host", EngineHost)
 UPSTREAMS = web.AppKey("upstreams", UpstreamRouter)
 WINDOWS = web.AppKey("context_windows", WindowResolver)
+RESENT_BODIES = web.AppKey("resent_bodies", ResentBodies)  # a resend's new part alone is parsed
 
 RECORD = web.RequestKey("request_record", RequestRecord)
 # The parsed JSON body, held by the request so its objects are freed with it, after the answer is

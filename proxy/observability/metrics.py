@@ -37,6 +37,7 @@ METRIC_NAMES = (
     "ctxproxy_reply_store_failures_total",
     "ctxproxy_early_forwards_total",
     "ctxproxy_early_forward_mismatches_total",
+    "ctxproxy_resent_body_parses_total",
     "ctxproxy_store_size_bytes",
     "ctxproxy_event_loop_lag_seconds",
     "ctxproxy_cache_bytes",
@@ -128,6 +129,8 @@ class Metrics:
                                  "Requests forwarded before their bookkeeping (passthrough resends)", reg)
         self.early_mismatches = _c("ctxproxy_early_forward_mismatches_total",
                                    "Early-forwarded requests their full preparation disagreed with", reg)
+        self.resent_body_parses = _c("ctxproxy_resent_body_parses_total",
+                                     "Chat bodies parsed only past the messages a held body shares", reg)
         self.loop_lag = Histogram("ctxproxy_event_loop_lag_seconds",
                                   "How late the event loop woke a 50 ms sleep (time it was held)",
                                   registry=reg, buckets=_OVERHEAD_BUCKETS)

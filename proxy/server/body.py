@@ -23,15 +23,30 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _HUGE = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
 
 
-async def read_json_object(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object; 413 over the limit, 400 when malformed."""
+async def read_json_object(request: web.Request, *, resend_scope: str | None = None) -> dict[str, Any]:
+    """The request body as a JSON object; 413 over the limit, 400 when malformed. `resend_scope`
+    (the tenant): the body may resend one held for that scope, and only what it adds is parsed
+    (proxy/server/resent_body.py)."""
     limit = request.app[appkeys.SETTINGS].server.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
                                    f"limit of {limit} bytes")
     # Parsed on the loop: json's C decoder holds the GIL, so a worker thread would not free the loop
     # (measured: 14 MB of small objects held it 256 ms inline, 303 ms from a thread).
-    body = request[appkeys.PARSED_BODY] = parse_json_object(await request.read())
+    body = request[appkeys.PARSED_BODY] = _parsed(request, await request.read(), resend_scope)
+    return body
+
+
+def _parsed(request: web.Request, raw: bytes, resend_scope: str | None) -> dict[str, Any]:
+    if resend_scope is None:
+        return parse_json_object(raw)
+    held = request.app[appkeys.RESENT_BODIES]
+    body = held.parse(resend_scope, raw, _plain)
+    if body is not None:
+        request.app[appkeys.METRICS].resent_body_parses.inc()
+        return body
+    body = parse_json_object(raw)
+    held.keep(resend_scope, raw, body)
     return body
 
 
@@ -78,6 +93,11 @@ def _read(raw: bytes) -> Any:
                                   code="invalid_json") from None
     except RecursionError:
         raise _too_deep() from None
+
+
+def _plain(body: dict[str, Any]) -> bool:
+    """Within MAX_JSON_DEPTH and without an integer orjson could not read exactly."""
+    return _walk(body, MAX_JSON_DEPTH) == (False, False)
 
 
 def _too_deep() -> InvalidRequestError:

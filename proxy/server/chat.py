@@ -62,7 +62,7 @@ class Turn:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
-    body = await read_json_object(request)
+    body = await read_json_object(request, resend_scope=tenant_of(request))
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
@@ -180,6 +180,11 @@ def _max_reply_tokens(body: dict[str, Any]) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
+
+
+def tenant_of(request: web.Request) -> str:
+    """The caller's tenant: an HMAC of its key (store/identity.py)."""
+    return request.app[appkeys.STORE].tenant_id_for_key(bearer_key(request))
 
 
 def bearer_key(request: web.Request) -> str | None:

@@ -27,6 +27,7 @@ from proxy.server.chat import (
     prepare_turn,
     relay_reply,
     relay_stream,
+    tenant_of,
     timed_call,
 )
 from proxy.server.middleware import PREPARED_RESPONSE
@@ -38,7 +39,7 @@ from proxy.wire import anthropic_translate as translate
 
 async def messages(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
-    body = await read_json_object(request)
+    body = await read_json_object(request, resend_scope=tenant_of(request))
     chat_body: dict[str, Any] = {"model": body.get("model"), "messages": wire.to_messages(body),
                                  "tools": translate.chat_tools(body.get("tools")),
                                  "stream": body.get("stream") is True}

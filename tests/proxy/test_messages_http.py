@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anthropic
 import pytest
 from aiohttp.test_utils import TestServer
@@ -347,3 +348,19 @@ async def test_the_synchronous_client_works_too(server: TestServer, fake_anthrop
         assert await asyncio.to_thread(talk) == ("sync create", "sync stream")
     finally:
         client.close()
+
+
+async def test_a_resent_agent_history_is_parsed_past_what_it_shares(
+    client: anthropic.AsyncAnthropic, fake_anthropic: FakeAnthropic, server: TestServer
+) -> None:
+    """proxy/server/resent_body.py on the Messages API: each resend reaches the provider as sent."""
+    history = agent_history(60)[:-1]  # over resent_body.MIN_BYTES; ends with a tool result
+    for turn in range(3):
+        fake_anthropic.queue(MessageReply(text=f"answer {turn}"))
+        await client.messages.create(model="claude-test", max_tokens=64, messages=_messages(history))
+        assert fake_anthropic.last_body["messages"] == history
+        history += [{"role": "assistant", "content": [{"type": "text", "text": f"answer {turn}"}]},
+                    {"role": "user", "content": f"and step {turn + 1}?"}]
+    async with aiohttp.ClientSession() as http:
+        text = await (await http.get(server.make_url("/metrics"))).text()
+    assert "ctxproxy_resent_body_parses_total 2.0" in text.splitlines()
