@@ -50,7 +50,12 @@ class Held:
     def cut(self) -> int | None:
         """Offset just past the array's last message, where a resend's new part begins (found once,
         when first needed); None when it cannot be found."""
-        return self.known_cut if self.known_cut is not None else _elements_end(self.raw, self.start)
+        if self.known_cut is not None:
+            return self.known_cut
+        cut = _elements_end(self.raw, self.start)
+        # A parse keeps the last of two equal keys: the held messages are this array's only when no
+        # other `"messages"` key follows it (a nested one too, to keep this check simple).
+        return cut if cut is not None and _MESSAGES_KEY.search(self.raw, cut) is None else None
 
 
 class ResentBodies:
@@ -78,12 +83,9 @@ class ResentBodies:
         return None
 
     def keep(self, scope: str, raw: bytes, body: dict[str, Any]) -> None:
-        """Hold a body parsed in full (and checked) for its resends: one whose messages are the
-        array found first (no other `"messages"` key follows it, not even nested)."""
+        """Hold a body parsed in full (and checked) for its resends."""
         start, messages = _messages_start(raw), body.get("messages")
-        if start is None or not isinstance(messages, list) or not messages:
-            return
-        if _MESSAGES_KEY.search(raw, start) is None:
+        if start is not None and isinstance(messages, list) and messages:
             self._put(_key(scope, raw, start), Held(raw, start, tuple(messages)), replacing=None)
 
     def forget(self) -> None:
