@@ -6,7 +6,9 @@ with the previous request's encoding: the leading messages the two share are fou
 message, and their exact JSON (store/running_hashes.py `exact_keys`) are slices of that encoding.
 The shared messages are handed on as the previous request's own dicts (equal JSON: forwarding them
 forwards the client's bytes), so what is memoised by identity downstream holds for them; they passed
-validation then, so they are not checked again. Bounded in bytes, least recently used first out.
+validation then, so they are not checked again. When the leading messages already are the previous
+request's own dicts (a body parsed only past its resent part, proxy/server/resent_body.py), only what
+follows them is encoded. Bounded in bytes, least recently used first out.
 
 Exactness: equal bytes are equal JSON values (key order included), except that orjson writes NaN and
 the infinities as null; so the shared dicts are compared with `==` too (a NaN or an infinity is not

@@ -38,6 +38,7 @@ async def read_json_object(request: web.Request, *, resend_scope: str | None = N
 
 
 def _parsed(request: web.Request, raw: bytes, resend_scope: str | None) -> dict[str, Any]:
+    """`raw` parsed past what a held body shares with it, else in full (and then held)."""
     if resend_scope is None:
         return parse_json_object(raw)
     held = request.app[appkeys.RESENT_BODIES]

@@ -97,8 +97,7 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     client_key = bearer_key(request)
     if client_key is None and app[appkeys.SETTINGS].server.require_client_key:
         raise AuthenticationError(MISSING_API_KEY, code="missing_api_key")
-    tenant = app[appkeys.STORE].tenant_id_for_key(client_key)
-    record.tenant_id = tenant
+    tenant = record.tenant_id = tenant_of(request)
     turn = await _build_turn(request, body, entry, tenant, client_key)
     if not recall_tools:
         turn = replace(turn, offer_recall=False)
@@ -183,7 +182,7 @@ def _max_reply_tokens(body: dict[str, Any]) -> int | None:
 
 
 def tenant_of(request: web.Request) -> str:
-    """The caller's tenant: an HMAC of its key (store/identity.py)."""
+    """The caller's tenant: an HMAC of its key (the store's `tenant_id_for_key`)."""
     return request.app[appkeys.STORE].tenant_id_for_key(bearer_key(request))
 
 

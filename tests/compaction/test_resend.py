@@ -51,6 +51,26 @@ def test_a_resend_shares_the_previous_messages_and_their_exact_keys() -> None:
     assert resent.keys == exact_keys(request)
 
 
+@pytest.mark.parametrize("added", [[], [{"role": "user", "content": "more é"}],
+                                   [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]])
+def test_a_request_made_of_the_previous_dicts_encodes_only_what_follows(added: list[dict[str, Any]]) -> None:
+    """A body parsed past its resent part (proxy/server/resent_body.py) hands on the previous dicts."""
+    memo = Resends()
+    _seen(memo, HISTORY)
+    request = [*memo.resent("t", None, _copy(HISTORY)).messages, *added]
+    resent = memo.resent("t", None, request)
+    assert resent.shared == len(HISTORY) and resent.blob == orjson.dumps(request)
+    assert resent.keys == exact_keys(request)
+
+
+def test_a_tail_that_is_not_plain_json_after_the_previous_dicts_is_not_kept() -> None:
+    memo = Resends()
+    _seen(memo, HISTORY)
+    request = [*memo.resent("t", None, _copy(HISTORY)).messages, {"role": "user", "content": "x", "n": 2**70}]
+    resent = memo.resent("t", None, request)
+    assert resent.blob is None and resent.shared == 0
+
+
 @pytest.mark.parametrize(("index", "change"), [
     (4, {"role": "assistant", "content": "done", "n": 1.0}),  # 1 == 1.0, not the same JSON
     (4, {"role": "assistant", "content": "done", "n": True}),  # 1 == True
