@@ -51,9 +51,9 @@ class SummarizerPool:
             s = self._settings
             found = self._breakers[key] = ObservedSummarizer(
                 CircuitBreaker(choice.summarizer, failures=s.breaker_failures, reset_s=s.breaker_reset_s),
-                self._observer)
+                self._observer, circuit="|".join(key))
             while len(self._breakers) > self._max_breakers:
-                self._breakers.popitem(last=False)
+                self._breakers.popitem(last=False)[1].dropped()
         else:
             breaker.inner = choice.summarizer  # same endpoint: the current instance, same count
             self._breakers.move_to_end(key)

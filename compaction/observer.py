@@ -23,8 +23,9 @@ class CompactionObserver(Protocol):
     def on_summarizer_call(self, model: str, seconds: float, ok: bool) -> None:
         """One real summariser call (a call refused by an open circuit is not one)."""
 
-    def on_circuit_state(self, name: str, state: str) -> None:
-        """A summariser circuit changed state: `closed`, `half_open` or `open`."""
+    def on_circuit_state(self, name: str, state: str, circuit: str = "") -> None:
+        """Summariser `name`'s circuit `circuit` (one breaker: a tenant and an endpoint; "" for the
+        name alone) changed state: `closed`, `half_open` or `open`; `closed` too when it is dropped."""
 
     def on_level_rejected(self, conversation_id: str, model: str, level: str, reason: str,
                           error: str | None, rejected_facts: tuple[str, ...]) -> None:
@@ -48,7 +49,7 @@ class NullObserver:
     def on_summarizer_call(self, model: str, seconds: float, ok: bool) -> None:
         return None
 
-    def on_circuit_state(self, name: str, state: str) -> None:
+    def on_circuit_state(self, name: str, state: str, circuit: str = "") -> None:
         return None
 
     def on_level_rejected(self, conversation_id: str, model: str, level: str, reason: str,
@@ -68,9 +69,10 @@ CIRCUIT_OPEN_CODE = "circuit_open"
 class ObservedSummarizer:
     """Wraps a summariser (or its circuit breaker): times each call, reports circuit transitions."""
 
-    def __init__(self, inner: Summarizer, observer: CompactionObserver) -> None:
+    def __init__(self, inner: Summarizer, observer: CompactionObserver, circuit: str = "") -> None:
         self.inner = inner
         self._observer = observer
+        self._circuit = circuit  # which breaker `inner` is, for the circuit reports
         self._last_state = "closed"
 
     @property
@@ -93,8 +95,14 @@ class ObservedSummarizer:
                 self._observer.on_summarizer_call(self.name, time.perf_counter() - started, ok)
             self._report_state()
 
+    def dropped(self) -> None:
+        """This breaker is forgotten: reported closed, so an open one does not linger in metrics."""
+        if self._last_state != "closed":
+            self._last_state = "closed"
+            self._observer.on_circuit_state(self.name, "closed", self._circuit)
+
     def _report_state(self) -> None:
         state = getattr(self.inner, "state", None)
         if isinstance(state, str) and state != self._last_state:
             self._last_state = state
-            self._observer.on_circuit_state(self.name, state)
+            self._observer.on_circuit_state(self.name, state, self._circuit)

@@ -135,7 +135,7 @@ def _extended(prior: Prior, received: list[dict[str, Any]]) -> bytes | None:
     if len(received) == len(held):
         return prior.blob
     tail = _encoded(received[len(held):])
-    return None if tail is None else b"".join((prior.blob[:-1], b",", memoryview(tail)[1:]))
+    return None if tail is None else b"".join((memoryview(prior.blob)[:-1], b",", memoryview(tail)[1:]))
 
 
 def _shared(prior: Prior, blob: bytes, received: Sequence[dict[str, Any]]) -> int:

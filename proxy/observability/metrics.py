@@ -105,9 +105,9 @@ class Metrics:
                                             buckets=_LATENCY_BUCKETS)
         self.summarizer_errors = _c("ctxproxy_summarizer_errors_total", "Failed summariser calls", reg)
         self.circuit_state = Gauge("ctxproxy_summarizer_circuit_state",
-                                   "Worst summariser circuit last reported: 0 closed, 1 half-open, "
-                                   "2 open", registry=reg)
-        self._circuits: dict[str, int] = {}
+                                   "Worst summariser circuit among the breakers kept: 0 closed, "
+                                   "1 half-open, 2 open", registry=reg)
+        self._circuits: dict[str, int] = {}  # circuits not closed: their state's level
         self.verification_rejections = _c("ctxproxy_verification_rejections_total",
                                           "Summaries rejected by the fact verifier", reg)
         self.anchors_extracted = _c("ctxproxy_anchors_extracted_total", "Anchors added", reg)
@@ -188,10 +188,15 @@ class Metrics:
         if reason == "unverified":
             self.verification_rejections.inc()
 
-    def set_circuit_state(self, state: str, name: str = "") -> None:
-        """`closed`, `half-open`/`half_open` or `open` of summariser `name`; the gauge shows the worst."""
-        self._circuits[name] = CIRCUIT_STATES[state]
-        self.circuit_state.set(max(self._circuits.values()))
+    def set_circuit_state(self, state: str, circuit: str = "") -> None:
+        """`closed`, `half-open`/`half_open` or `open` of one summariser circuit (a breaker); the gauge
+        shows the worst. Only circuits not closed are kept: a dropped breaker reports closed."""
+        level = CIRCUIT_STATES[state]
+        if level:
+            self._circuits[circuit] = level
+        else:
+            self._circuits.pop(circuit, None)
+        self.circuit_state.set(max(self._circuits.values(), default=0))
 
     def recall_call(self, operation: str, via: str) -> None:
         """One search or expand answered, by the tool loop (`tool_loop`) or the HTTP API (`http`)."""

@@ -47,8 +47,8 @@ class ProxyObserver:
     def on_summarizer_call(self, model: str, seconds: float, ok: bool) -> None:
         self._metrics.observe_summarizer(seconds, ok)
 
-    def on_circuit_state(self, name: str, state: str) -> None:
-        self._metrics.set_circuit_state(state, name)
+    def on_circuit_state(self, name: str, state: str, circuit: str = "") -> None:
+        self._metrics.set_circuit_state(state, circuit or name)
         self._log.warning("summarizer.circuit", summarizer=name, state=state)
 
     def on_level_rejected(self, conversation_id: str, model: str, level: str, reason: str,
