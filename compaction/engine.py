@@ -260,7 +260,7 @@ class Engine:
 
     def _load(self, ctx: RequestContext) -> WorkingView:
         return workview.load(ctx.tenant, ctx.conversation_id, last_seq=ctx.last_seq,
-                             render=ctx.render_summary, count=ctx.counter.count_message,
+                             render=ctx.render_summary, count=ctx.counter.count_recurring,
                              messages=ctx.ingest.messages)
 
     def _record(self, ctx: RequestContext, out: _Outcome) -> PreparedRequest:
@@ -321,7 +321,7 @@ class Engine:
         tenant = self.store.for_tenant(turn.tenant_id)
         stored = recounted(tenant.conversation(cid).model, tenant.messages(cid), counter)
         wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
-                           count=counter.count_message, messages=stored)
+                           count=counter.count_recurring, messages=stored)
         if trigger == "manual":
             new, events = await steps.compact_until(pctx, wv, 0, mode="normal")
             if new.entries != wv.entries:

@@ -284,7 +284,7 @@ def apply_summary(ctx: PassContext, wv: WorkingView, chunk: Sequence[int],
                   record: SummaryRecord) -> WorkingView:
     """The working view with the chunk replaced by the summary (a step saves it, or not)."""
     group = max((e.group for e in wv.entries), default=0) + 1
-    entry = summary_entry(record, ctx.render, ctx.counter.count_message, group)
+    entry = summary_entry(record, ctx.render, ctx.counter.count_recurring, group)
     entries = selection.replace(wv.entries, chunk, entry)
     anchor_ids = snapshot_anchor_ids(ctx.tenant.anchors(wv.conversation_id), raw_message_ids(entries))
     return replace(wv, entries=tuple(entries), summaries={**wv.summaries, record.id: record},

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from compaction import llm
 from compaction.messages import OPAQUE_TEXT_FIELD
+from compaction.sized_lru import SizedLru
 from store.content import part_text
 
 TOKENS_PER_MESSAGE = 3
@@ -28,6 +30,7 @@ TOKENS_PER_TOOL_CALL = 3  # framing around one tool call (id/type wrapper)
 IMAGE_TOKENS_LOW = 85
 IMAGE_TOKENS_HIGH = 765
 OTHER_PART_TOKENS = 85  # audio/file parts: a fixed, documented estimate (payloads are not text)
+RECOUNTED_BYTES = 4 * 1024 * 1024  # per tokenizer: messages the request path builds and counts again
 TOOLS_FRAMING = 12  # once per request that offers tools
 TOKENS_PER_TOOL = 8  # per tool schema wrapper
 
@@ -99,6 +102,7 @@ class TokenCounter:
     def __init__(self, encoding_name: str, encode_len: Callable[[str], int]) -> None:
         self.encoding_name = encoding_name
         self._encode_len = encode_len
+        self._recounted: SizedLru[tuple[tuple[str, str], ...], int] = SizedLru(RECOUNTED_BYTES)
 
     @classmethod
     def for_model(cls, model: str) -> TokenCounter:
@@ -141,6 +145,19 @@ class TokenCounter:
         if isinstance(opaque, str):
             total += self.count_text(opaque)
         return total
+
+    def count_recurring(self, message: Mapping[str, Any]) -> int:
+        """`count_message` of a message built again for every request (a summary as rendered, an
+        elided message), memoised by its fields when they are all text; any other is just counted.
+        Bounded in bytes: a summary's text would otherwise go through the tokenizer each request."""
+        if not all(isinstance(v, str) for v in message.values()):
+            return self.count_message(message)
+        key = tuple(cast("dict[str, str]", message).items())
+        found = self._recounted.get(key)
+        if found is None:
+            found = self.count_message(message)
+            self._recounted.put(key, found, sum(sys.getsizeof(v) for v in message.values()))
+        return found
 
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """Tokens of a whole message list, reply priming included."""

@@ -160,9 +160,11 @@ def _is_clients_own(outgoing: Sequence[Mapping[str, Any]], received: Sequence[Ma
 
 def _new_pairing_problems(outgoing: Sequence[Mapping[str, Any]],
                           received: Sequence[Mapping[str, Any]]) -> list[str]:
-    tolerated = set(pairing_violations(received))
-    return [f"{kind} {cid!r}" for kind, cid in pairing_violations(outgoing)
-            if (kind, cid) not in tolerated]
+    """The forwarded list's pairing problems the client's own list does not have (that list is
+    walked only when the forwarded one has any: the common case walks the shorter list alone)."""
+    found = pairing_violations(outgoing)
+    tolerated = set(pairing_violations(received)) if found else set()
+    return [f"{kind} {cid!r}" for kind, cid in found if (kind, cid) not in tolerated]
 
 
 def _missing_system(outgoing: Sequence[Mapping[str, Any]],

@@ -132,3 +132,36 @@ def test_every_text_part_shape_is_counted_as_text(part: dict[str, object]) -> No
     as_part = counter.count_message({"role": "user", "content": [part]})
     as_string = counter.count_message({"role": "user", "content": "word " * 500})
     assert as_part == as_string
+
+
+RECOUNTED_CASES = [
+    {"role": "system",
+     "content": "<ctxproxy:summary id=\"s1\">\nSummary of messages 3-9.\nOrder A-1.</ctxproxy:summary>"},
+    {"role": "tool", "tool_call_id": "call_7", "content": "[elided: 4,096 lines of build output]"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{\"cmd\": \"ls\"}"}}]},
+    {"role": "user", "content": [{"type": "text", "text": "look"}]},
+]
+
+
+@pytest.mark.parametrize("message", RECOUNTED_CASES)
+def test_a_recurring_count_is_the_count(message: dict[str, object]) -> None:
+    counter = TokenCounter.for_model("gpt-4o-mini")
+    assert counter.count_recurring(message) == counter.count_message(message)
+    assert counter.count_recurring(dict(message)) == counter.count_message(message)
+
+
+def test_a_message_built_again_is_not_tokenized_again() -> None:
+    texts: list[str] = []
+
+    def words(text: str) -> int:
+        texts.append(text)
+        return len(text.split())
+
+    counter = TokenCounter("spy", words)
+    rendered = {"role": "system", "content": "Summary of earlier messages 3-9: the build passed."}
+    first = counter.count_recurring(rendered)
+    calls = len(texts)
+    assert counter.count_recurring(dict(rendered)) == first and len(texts) == calls  # a new, equal dict
+    counter.count_recurring({**rendered, "content": "another summary"})
+    assert texts[-1] == "another summary"
