@@ -102,10 +102,6 @@ class Resends:
     def held_bytes(self) -> int:
         return self._held.held
 
-    @property
-    def max_bytes(self) -> int:
-        return self._held.max_size
-
     def __len__(self) -> int:
         return len(self._held)
 

@@ -88,16 +88,9 @@ class ResentBodies:
         if start is not None and isinstance(messages, list) and messages:
             self._put(_key(scope, raw, start), Held(raw, start, tuple(messages)), replacing=None)
 
-    def forget(self) -> None:
-        self._held.clear()
-
     @property
     def held_bytes(self) -> int:
         return self._held.held
-
-    @property
-    def max_bytes(self) -> int:
-        return self._held.max_size
 
     def _extended(self, held: Held, raw: bytes, checked: Checked) -> tuple[dict[str, Any], Held] | None:
         """`raw` parsed as `held`'s messages and more, and what to hold for its own resends; None
