@@ -1,15 +1,20 @@
 """Forwarding a passthrough resend before its bookkeeping (issue 12: latency of large histories).
 
 While a conversation is uncompacted and fits its budget, ctxproxy forwards the client's messages
-exactly as received. A resend of such a conversation (the previous request's messages, then new
-ones) is known to stay so from the previous request (compaction/resend.py keeps its outcome), the new
-messages and two reads (the conversation it extends, without a fork; no saved view): then the engine
-hands the forwarded request to the proxy at once, and does the request's bookkeeping (ingest, the
-forwarded record) while the provider works. After ingest the premises are confirmed (`confirmed`:
-the plan of an uncompacted conversation is its request, compaction/planner.py); when one fails the
-request is planned in full as any other and the difference reported
-(`CompactionObserver.on_early_mismatch`). tests/compaction/test_early_forward.py checks that what is
-handed over is what a full preparation forwards.
+exactly as received. A resend of such a conversation (the previous request's messages, the reply
+stored to it, then new ones) is known to stay so from what this process knows: the previous
+request's outcome (compaction/resend.py keeps it), the reply it stored after it (`continues`: an
+edited reply would fork) and the new messages (`extended`: no new system message, within budget).
+No store is read first: the HTTP loop decides (`Engine.early`, bounded work) and forwards at once,
+and the engine thread does the request's bookkeeping (ingest, the forwarded record) while the
+provider works. After ingest the premises are confirmed (`confirmed`, and no saved view: the plan
+of an uncompacted conversation is its request, compaction/planner.py); when one fails the request
+is planned in full as any other, recorded so, and a difference in what was forwarded reported
+(`CompactionObserver.on_early_mismatch`). A view saved in this process ends early forwarding of its
+conversation at once (`Resends.compacted`); one saved by another process (`ctxproxy compact`, a
+replica) is found by that confirmation, so the one request forwarded meanwhile goes uncompacted,
+still within budget. tests/compaction/test_early_forward.py checks that what is handed over is
+what a full preparation forwards.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from compaction.messages import PRIVATE_FIELDS
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES
 from compaction.types import ChatTurn, PreparedRequest
+from store.identity import content_hash
 
 # Handed the forwarded request before the bookkeeping, which goes on when it returns.
 EarlyForward = Callable[[PreparedRequest], Awaitable[None]]
@@ -39,6 +45,7 @@ class Passthrough:
 
     prepared: PreparedRequest
     signature: Signature
+    reply_hash: str | None = None  # content hash of the reply this process stored after it
 
 
 def signature(turn: ChatTurn) -> Signature:
@@ -56,6 +63,12 @@ def passthrough(prepared: PreparedRequest, messages: list[dict[str, Any]], turn:
         return None
     return Passthrough(replace(prepared, last_seq=None, last_chain_hash=None, messages_json=None),
                        signature(turn))
+
+
+def continues(prior: Passthrough, new: list[dict[str, Any]]) -> bool:
+    """Whether `new` starts with the reply stored after `prior` (as identity hashes it, SDK echo
+    noise aside): the request then extends the stored conversation rather than forking it."""
+    return prior.reply_hash is not None and bool(new) and content_hash(new[0]) == prior.reply_hash
 
 
 def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]], counter: TokenCounter,
@@ -81,8 +94,8 @@ def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]], coun
 def confirmed(early: PreparedRequest, conversation_id: str, tokens_received: int, stored: int) -> bool:
     """After ingest, whether the early forward is the request's plan: an uncompacted conversation's
     plan is its request as received (compaction/planner.py), so it is, when the request went to the
-    same conversation, was counted alike and is stored one message per request message (the view
-    was checked before). Else the engine plans it in full and reports the difference."""
+    same conversation, was counted alike and is stored one message per request message (and the
+    conversation has no saved view, which the engine checks). Else the engine plans it in full."""
     return (conversation_id == early.conversation_id and tokens_received == early.tokens_received
             and stored == len(early.messages))
 

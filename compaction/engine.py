@@ -37,7 +37,7 @@ from compaction.observer import CompactionObserver, NullObserver
 from compaction.passes import PassContext, Trigger
 from compaction.planner import REPLY_PRIMING, Plan
 from compaction.quiet import QuietConversations
-from compaction.resend import RESENDS, Resent
+from compaction.resend import RESENDS, Expected, Resent
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
@@ -57,6 +57,17 @@ PRECOUNT_CHARS = 2_000_000
 PRECOUNT_MESSAGES = 5_000
 ELISION_MODEL = "local/elision"  # provenance name of request-time elision (truncate.py)
 SummarizerFor = Callable[[ChatTurn], SummarizerChoice]
+
+
+@dataclass(frozen=True)
+class EarlyStart:
+    """A request forwarded before its bookkeeping (`Engine.early`): what its full preparation
+    resumes from."""
+
+    sent: PreparedRequest
+    resent: Resent
+    messages: list[dict[str, Any]]  # validated
+    expected: Expected
 
 
 @dataclass(frozen=True)
@@ -92,22 +103,46 @@ class Engine:
         self._claims = StepClaims(self.holder, settings.store.lease_s)
         self._quiet = QuietConversations()  # no background step while one would find nothing new
 
-    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
+    def early(self, turn: ChatTurn) -> EarlyStart | None:
+        """The forwarded request of `turn`, known before its bookkeeping when it resends a
+        passthrough (compaction/early_forward.py); bounded work on the caller's thread, no store
+        read. Its full preparation is `prepare(turn, start=...)`. Raises on invalid new messages."""
+        counter = TokenCounter.if_loaded(turn.model)
+        resent = None if counter is None else RESENDS.extension(
+            turn.tenant_id, turn.external_conversation_id, turn.messages)
+        if counter is None or resent is None or resent.passing is None:
+            return None
+        messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
+                                             expected=resent.expected)
+        new = messages[resent.shared:]
+        if not early_forward.continues(resent.passing, new):
+            return None
+        sent = early_forward.extended(resent.passing, turn, new, counter, resent.blob)
+        return None if sent is None else EarlyStart(sent, resent, messages, expected)
+
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
+                      start: EarlyStart | None = None) -> PreparedRequest:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded.
 
         `early` is handed the forwarded request as soon as it is certain, before the bookkeeping
-        (compaction/early_forward.py); the result is the same request, recorded."""
-        # Encoded once (validation, identity and forwarded hashes share the keys); the leading
-        # messages the previous request had are its own dicts, validated then (resend.py).
-        resent = RESENDS.resent(turn.tenant_id, turn.external_conversation_id, list(turn.messages))
-        messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
-                                             expected=resent.expected)
-        counter = await TokenCounter.for_model_async(turn.model)
-        sent = await self._forward_early(turn, resent, messages, counter, early)
+        (compaction/early_forward.py); `start`: it was forwarded already (`early`). The result is
+        the full preparation, recorded: when an early forward's premises fail, planned in full."""
+        if start is None:
+            # Encoded once (validation, identity and forwarded hashes share the keys); the leading
+            # messages the previous request had are its own dicts, validated then (resend.py).
+            resent = RESENDS.resent(turn.tenant_id, turn.external_conversation_id, list(turn.messages))
+            messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
+                                                 expected=resent.expected)
+            counter = await TokenCounter.for_model_async(turn.model)
+            sent = await self._forward_early(turn, resent, messages, counter, early)
+        else:
+            resent, messages, expected, sent = start.resent, start.messages, start.expected, start.sent
+            counter = TokenCounter.for_model(turn.model)  # loaded: `early` found it so
         ctx = self._context(turn, messages, resent.keys, await precounted(counter, messages,
                                                                           encoded=resent.blob))
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
-                                                       len(ctx.ingest.messages)):
+                                                       len(ctx.ingest.messages)) \
+                and ctx.tenant.view(ctx.conversation_id) is None:
             prepared, view_version = self._recorded(ctx, sent), 0
         else:
             outcome = await self._fit(ctx)
@@ -125,9 +160,10 @@ class Engine:
             raise StoreError("internal: a prepared request without its last message seq")
         clean = strip_private_fields(message)
         tenant = self.store.for_tenant(turn.tenant_id)
-        tenant.append_reply(prepared.conversation_id, clean,
-                            TokenCounter.for_model(turn.model).count_message(clean),
-                            parent_seq=prepared.last_seq, parent_chain=prepared.last_chain_hash)
+        stored = tenant.append_reply(prepared.conversation_id, clean,
+                                     TokenCounter.for_model(turn.model).count_message(clean),
+                                     parent_seq=prepared.last_seq, parent_chain=prepared.last_chain_hash)
+        RESENDS.replied(turn.tenant_id, turn.external_conversation_id, turn.messages, stored)
 
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
         """Schedule a background step (preparing summaries) when due; True when one was scheduled."""
@@ -167,21 +203,14 @@ class Engine:
 
     async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[dict[str, Any]],
                              counter: TokenCounter, early: EarlyForward | None) -> PreparedRequest | None:
-        """Hand `early` the forwarded request when it is known before the bookkeeping: `turn`
-        resends a passthrough, extending its stored conversation (no fork: an edited reply forks),
-        which still has no saved view (none was made meanwhile, here or by another replica).
-        Returns what was handed over."""
+        """Hand `early` the forwarded request when it is known before the bookkeeping (as `early`
+        does on the HTTP loop, for a resend that `Engine.early` could not take); returns it."""
         prior = resent.passing
-        if early is None or prior is None:
+        if early is None or prior is None or not early_forward.continues(prior, messages[resent.shared:]):
             return None
         sent = early_forward.extended(prior, turn, messages[resent.shared:], counter, resent.blob)
-        if sent is None:
-            return None
-        tenant = self.store.for_tenant(turn.tenant_id)
-        extends = tenant.extended_conversation(messages, turn.external_conversation_id, resent.keys)
-        if extends != sent.conversation_id or tenant.view(sent.conversation_id) is not None:
-            return None
-        await early(sent)
+        if sent is not None:
+            await early(sent)
         return sent
 
     def _context(self, turn: ChatTurn, messages: list[dict[str, Any]], keys: list[bytes | None],
@@ -382,6 +411,7 @@ def _check_last_message(ctx: RequestContext, plan: Plan) -> None:
 def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     """Persist `wv` as the conversation's view (a step landed on it)."""
     view = tenant.save_view(ContextView(wv.conversation_id, 0, wv.items(), wv.last_seq, wv.anchor_ids))
+    RESENDS.compacted(wv.conversation_id)
     return replace(wv, view=view, latest_version=view.version)
 
 

@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import orjson
 
 from compaction.early_forward import Passthrough
 from compaction.sized_lru import SizedLru
+from store.models import StoredMessage
 from store.running_hashes import exact_json, exact_keys, kept
 
 MAX_BYTES = 12 * 1024 * 1024  # about six resent 100k-token histories (at the estimate below)
+EXTENSION_BYTES = 64 * 1024  # new messages `extension` takes on (encoded, then counted on the loop)
 # Bytes of one kept message beyond its share of the encoding: its dict and its share of the tuple,
 # and its strings once more (the records of store/prefix_rows.py mostly hold them already).
 _MESSAGE_BYTES = 512
@@ -71,21 +73,50 @@ class Resends:
 
     def resent(self, tenant: str, external_id: str | None, received: list[dict[str, Any]]) -> Resent:
         """`received` with the leading messages it shares with the previous request found."""
-        first = exact_json(received[0]) if received else None
-        if first is None:
+        key = _key(tenant, external_id, received)
+        if key is None:
             return Resent(received, exact_keys(received), 0, None, None, None)
-        key = (tenant, external_id, first)
         prior = self._held.get(key)
         blob, shared = _compared(prior, received)
         if blob is None:
             return Resent(received, exact_keys(received), 0, None, None, None)
         if prior is None or not shared:
             return Resent(received, exact_keys(received), 0, None, blob, key)
-        ends = prior.ends[:shared]
-        keys: list[bytes | None] = [*prior.keys[:shared], *exact_keys(received[shared:])]
-        whole = shared == len(prior.messages)
-        return Resent([*prior.messages[:shared], *received[shared:]], keys, shared,
-                      prior.expected if whole else None, blob, key, ends, prior.passing if whole else None)
+        return _sharing(prior, received, shared, blob, key)
+
+    def extension(self, tenant: str, external_id: str | None,
+                  received: Sequence[dict[str, Any]]) -> Resent | None:
+        """`resent` of a request that begins with the previous request's own dicts (a body parsed
+        only past its resent part) and adds new messages of at most EXTENSION_BYTES, when that
+        request was forwarded as received; else None. Bounded work, for the HTTP loop
+        (compaction/early_forward.py)."""
+        key = _key(tenant, external_id, received)
+        prior = self._held.get(key) if key is not None else None
+        if prior is None or prior.passing is None or len(received) <= len(prior.messages):
+            return None
+        blob = _extended(prior, received)
+        if blob is None or len(blob) - len(prior.blob) > EXTENSION_BYTES:
+            return None
+        return _sharing(prior, list(received), len(prior.messages), blob, cast("Key", key))
+
+    def replied(self, tenant: str, external_id: str | None, received: Sequence[dict[str, Any]],
+                reply: StoredMessage) -> None:
+        """Note the reply stored to `received` on its kept passthrough (early_forward.continues):
+        when it does not follow the request in its conversation (a branch), nothing is forwarded
+        early after it."""
+        key = _key(tenant, external_id, received)
+        prior = self._held.get(key) if key is not None else None
+        if prior is None or prior.passing is None or prior.messages[-1] is not received[-1]:
+            return  # not this request's (another request of the conversation was kept since)
+        follows = (reply.conversation_id == prior.passing.prepared.conversation_id
+                   and reply.seq == len(prior.messages))
+        passing = replace(prior.passing, reply_hash=reply.content_hash) if follows else None
+        self._held.put(cast("Key", key), replace(prior, passing=passing), prior.size)
+
+    def compacted(self, conversation_id: str) -> None:
+        """A view was saved for the conversation: its requests are planned in full from now on."""
+        self._held.discard_where(lambda prior: prior.passing is not None
+                                 and prior.passing.prepared.conversation_id == conversation_id)
 
     def keep(self, resent: Resent, expected: Expected, passing: Passthrough | None = None) -> None:
         """Remember `resent`'s messages, validated, as its conversation's previous request (not when
@@ -106,6 +137,20 @@ class Resends:
         return len(self._held)
 
 
+def _key(tenant: str, external_id: str | None, received: Sequence[dict[str, Any]]) -> Key | None:
+    first = exact_json(received[0]) if received else None
+    return None if first is None else (tenant, external_id, first)
+
+
+def _sharing(prior: Prior, received: list[dict[str, Any]], shared: int, blob: bytes, key: Key) -> Resent:
+    """`received`, whose first `shared` messages are the prior's: those as the prior's own dicts."""
+    keys: list[bytes | None] = [*prior.keys[:shared], *exact_keys(received[shared:])]
+    whole = shared == len(prior.messages)
+    return Resent([*prior.messages[:shared], *received[shared:]], keys, shared,
+                  prior.expected if whole else None, blob, key, prior.ends[:shared],
+                  prior.passing if whole else None)
+
+
 def _encoded(messages: list[dict[str, Any]]) -> bytes | None:
     try:
         return orjson.dumps(messages)
@@ -122,7 +167,7 @@ def _compared(prior: Prior | None, received: list[dict[str, Any]]) -> tuple[byte
     return blob, _shared(prior, blob, received) if prior is not None and blob is not None else 0
 
 
-def _extended(prior: Prior, received: list[dict[str, Any]]) -> bytes | None:
+def _extended(prior: Prior, received: Sequence[dict[str, Any]]) -> bytes | None:
     """`received`'s encoding when it begins with the prior's own dicts (a body whose resent part was
     not parsed again, proxy/server/resent_body.py): only what follows them is encoded. Else None."""
     held = prior.messages
@@ -130,7 +175,7 @@ def _extended(prior: Prior, received: list[dict[str, Any]]) -> bytes | None:
         return None
     if len(received) == len(held):
         return prior.blob
-    tail = _encoded(received[len(held):])
+    tail = _encoded(list(received[len(held):]))
     return None if tail is None else b"".join((memoryview(prior.blob)[:-1], b",", memoryview(tail)[1:]))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -47,6 +47,12 @@ class SizedLru(Generic[K, V]):
         with self._lock:
             old = self._items.pop(key, None)
             self._held -= old[1] if old is not None else 0
+
+    def discard_where(self, drop: Callable[[V], bool]) -> None:
+        """Drop every value `drop` picks (a scan: for rare events)."""
+        with self._lock:
+            for key in [k for k, (v, _) in self._items.items() if drop(v)]:
+                self._held -= self._items.pop(key)[1]
 
     def clear(self) -> None:
         with self._lock:

@@ -110,6 +110,12 @@ class TokenCounter:
         return _counter_for_encoding(encoding_for_model(model))
 
     @classmethod
+    def if_loaded(cls, model: str) -> TokenCounter | None:
+        """`for_model` when its tokenizer is in memory already (instant), else None."""
+        name = encoding_for_model(model)
+        return _counter_for_encoding(name) if name in _loaded else None
+
+    @classmethod
     async def for_model_async(cls, model: str) -> TokenCounter:
         """`for_model` for code on the event loop: a tokenizer's first load (~1 s) runs in a thread."""
         name = encoding_for_model(model)

@@ -10,6 +10,7 @@ means the store's connection is only ever used by one thread, as sqlite3 wants.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any, Protocol, TypeVar, cast
 import structlog
 
 from compaction.early_forward import EarlyForward
+from compaction.engine import EarlyStart
 from compaction.types import ChatTurn, PreparedRequest
 
 Result = TypeVar("Result")
@@ -29,7 +31,10 @@ log = structlog.get_logger(__name__)
 class HostedEngine(Protocol):
     """What the host calls of compaction.engine.Engine (tests pass fakes)."""
 
-    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest: ...
+    def early(self, turn: ChatTurn) -> EarlyStart | None: ...
+
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
+                      start: EarlyStart | None = None) -> PreparedRequest: ...
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None: ...
 
@@ -57,7 +62,7 @@ class Preparing:
     when the engine handed the request over early (compaction/early_forward.py)."""
 
     request: PreparedRequest
-    settled: asyncio.Task[PreparedRequest] | None = None  # on the engine loop
+    settled: concurrent.futures.Future[PreparedRequest] | None = None
 
 
 class EngineHost:
@@ -123,20 +128,32 @@ class EngineHost:
 
     async def prepare(self, turn: ChatTurn) -> Preparing:
         """`turn` prepared by the engine: handed over early when the engine can (its bookkeeping
-        goes on meanwhile, `Preparing.settled`), else once prepared in full."""
+        goes on meanwhile, `Preparing.settled`), else once prepared in full. A resend the engine
+        recognises from memory is handed over from this loop, without waiting on the engine thread."""
+        start = self.engine.early(turn)  # bounded work (compaction/resend.py `extension`)
+        if start is not None:
+            return Preparing(start.sent, self._settle(turn, start))
         first: asyncio.Future[Preparing] = asyncio.get_running_loop().create_future()
 
         async def hand_over(prepared: PreparedRequest) -> None:  # in the task below, on the engine thread
-            settled = cast("asyncio.Task[PreparedRequest]", asyncio.current_task())
+            settled = concurrent.futures.Future[PreparedRequest]()
+            _chain(cast("asyncio.Task[PreparedRequest]", asyncio.current_task()), settled)
             first.get_loop().call_soon_threadsafe(_succeed, first, Preparing(prepared, settled))
-            # The bookkeeping would hold the GIL while the HTTP loop forwards the request: let the
-            # loop take it first (measured on a resent 100k-token history: 1.5 ms less added p50).
-            # A short history's is quicker than the pause, which a fast provider would then wait on.
-            if len(prepared.messages) >= HAND_OVER_YIELD_MESSAGES:
-                await asyncio.sleep(HAND_OVER_YIELD_S)
+            await _let_forward(prepared)
 
         started = self._submit(lambda: self.engine.prepare(turn, hand_over), first, _prepared)
         return await self._await(first, started)
+
+    def _settle(self, turn: ChatTurn, start: EarlyStart) -> concurrent.futures.Future[PreparedRequest]:
+        """The full preparation of a request handed over from the HTTP loop, on the engine thread;
+        a failure is logged (the reply is then not stored; the next resend stores the messages)."""
+        async def settle() -> PreparedRequest:
+            await _let_forward(start.sent)
+            return await self.engine.prepare(turn, start=start)
+
+        settled = asyncio.run_coroutine_threadsafe(settle(), self._loop)
+        settled.add_done_callback(_log_settle_failure)
+        return settled
 
     def _submit(self, make: Callable[[], Awaitable[Result]], done: asyncio.Future[Any],
                 report: Callable[[asyncio.Future[Any], asyncio.Task[Result]], None]
@@ -169,7 +186,8 @@ class EngineHost:
         """Store the reply (when there is one), then schedule background work when due; after the
         request's full preparation, when it was forwarded early (its stored ids are needed)."""
         async def finish() -> None:
-            prepared = preparing.request if preparing.settled is None else await preparing.settled
+            settled = preparing.settled
+            prepared = preparing.request if settled is None else await asyncio.wrap_future(settled)
             if reply is not None:
                 self.engine.record_reply(prepared, turn, reply)
             self.engine.after_turn(prepared, turn)
@@ -216,11 +234,39 @@ def _outcome(done: asyncio.Future[Any], task: asyncio.Task[Any],
 
 
 def _prepared(first: asyncio.Future[Preparing], task: asyncio.Task[PreparedRequest]) -> None:
-    """The full preparation ended: the answer, unless the request was handed over early; then a
-    failure is logged here (the reply is not stored; the next resend stores the messages)."""
+    """The full preparation ended: the answer, unless the request was handed over early (then its
+    `settled` future has the outcome, chained by `hand_over`)."""
     if not first.done():
         _outcome(first, task, Preparing)
-        return
-    failure = None if task.cancelled() else task.exception()  # retrieved: asyncio does not log it
-    if failure is not None and not first.cancelled():
+    elif not task.cancelled():
+        task.exception()  # retrieved: asyncio does not log it; `settled` carries it
+
+
+async def _let_forward(prepared: PreparedRequest) -> None:
+    """The bookkeeping would hold the GIL while the HTTP loop forwards the request: let the loop
+    take it first (measured on a resent 100k-token history: 1.5 ms less added p50). A short
+    history's is quicker than the pause, which a fast provider would then wait on."""
+    if len(prepared.messages) >= HAND_OVER_YIELD_MESSAGES:
+        await asyncio.sleep(HAND_OVER_YIELD_S)
+
+
+def _chain(task: asyncio.Task[Result], settled: concurrent.futures.Future[Result]) -> None:
+    """Copy `task`'s outcome to `settled` when it ends; a failure is logged there."""
+    def copy(ended: asyncio.Task[Result]) -> None:
+        if ended.cancelled():
+            settled.cancel()
+        elif (exc := ended.exception()) is not None:
+            settled.set_exception(exc)
+        else:
+            settled.set_result(ended.result())
+
+    task.add_done_callback(copy)
+    settled.add_done_callback(_log_settle_failure)
+
+
+def _log_settle_failure(settled: concurrent.futures.Future[Any]) -> None:
+    """A request's bookkeeping failed after it was handed over: its reply is not stored (the next
+    resend stores the messages)."""
+    failure = None if settled.cancelled() else settled.exception()
+    if failure is not None:
         log.error("early_forward_settle_failed", error=type(failure).__name__)

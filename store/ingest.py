@@ -217,16 +217,6 @@ def _forks(match: _Match, length: int) -> bool:
     return conv is not None and match.matched < conv["message_count"] and match.matched < length
 
 
-def extended_conversation(run: Runner, messages: Sequence[dict[str, Any]], external_id: str | None,
-                          keys: Sequence[bytes | None]) -> str | None:
-    """The stored conversation `ingest` would add `messages` to as they are, None when it would start
-    or fork one. Reads only."""
-    _, match = _identify(run, messages, external_id, keys)
-    if match.conversation is None or _forks(match, len(messages)):
-        return None
-    return str(match.conversation["id"])
-
-
 def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
            count_tokens: Callable[[dict[str, Any]], int], prefix_rows: PrefixRows | None = None,
            keys: Sequence[bytes | None] | None = None) -> IngestResult:

@@ -42,9 +42,6 @@ class TenantAccess(Protocol):
                count_tokens: Callable[[dict[str, Any]], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult: ...
 
-    def extended_conversation(self, messages: Sequence[dict[str, Any]], external_id: str | None,
-                              keys: Sequence[bytes | None]) -> str | None: ...
-
     def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage: ...
 

@@ -209,12 +209,6 @@ class TenantStore:
                                      count_tokens=count_tokens, prefix_rows=self._store.prefix_rows,
                                      keys=keys)
 
-    def extended_conversation(self, messages: Sequence[dict[str, Any]], external_id: str | None,
-                              keys: Sequence[bytes | None]) -> str | None:
-        """The conversation `ingest` would add `messages` to, None when it would start or fork one
-        (store/ingest.py); reads only."""
-        return ingest_mod.extended_conversation(self._run, messages, external_id, keys)
-
     def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage:
         """Store the provider's reply (source='reply') to the request whose last message is

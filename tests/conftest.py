@@ -111,6 +111,15 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def fresh_resends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's engines start with no previous requests in memory (compaction/resend.py): a
+    process has one store, so what a test's store held must not meet the next test's."""
+    from compaction import engine, resend
+
+    monkeypatch.setattr(engine, "RESENDS", resend.Resends())
+
+
 @pytest.fixture
 async def fake_upstream() -> AsyncIterator[FakeUpstream]:
     from tests.fakes.upstream import FakeUpstream

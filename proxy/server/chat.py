@@ -7,6 +7,7 @@ reply (`record_reply`) and schedules background work (`after_turn`). This module
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -57,7 +58,7 @@ class Turn:
     params: LiteLLMParams
     body: dict[str, Any]  # what is forwarded
     api_key: str | None  # upstream key: the model entry's own, else the client's
-    settled: asyncio.Task[PreparedRequest] | None = None  # the full preparation of an early forward
+    settled: concurrent.futures.Future[PreparedRequest] | None = None  # an early forward's full preparation
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:

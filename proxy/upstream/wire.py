@@ -26,7 +26,7 @@ def compact_json(obj: Any) -> bytes:
     if not isinstance(messages, EncodedMessages):
         return dumps_compact(obj)
     rest = dumps_compact({k: v for k, v in obj.items() if k != "messages"})
-    return rest[:-1] + (b"," if len(rest) > 2 else b"") + b'"messages":' + messages.encoded + b"}"
+    return b"".join((rest[:-1], b"," if len(rest) > 2 else b"", b'"messages":', messages.encoded, b"}"))
 
 
 def first_message(data: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -17,14 +17,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction import early_forward
+from compaction import engine as engine_mod
 from compaction.early_forward import EarlyForward
 from compaction.engine import Engine
 from compaction.observer import NullObserver
+from compaction.resend import Resends
 from compaction.types import ChatTurn, PreparedRequest
+from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, StoreSettings
-from store.models import ContextView, ViewItem
 from store.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, tool, user
+from tests.compaction.test_engine import history as engine_history
 from tests.compaction.test_resend_caches import WIDE, _emptied, _engine, _seen
 
 Pair = tuple[Engine, Store, Engine, Store]
@@ -84,18 +87,20 @@ async def _both(made: Pair, turn: ChatTurn, patch: pytest.MonkeyPatch,
     early, early_store, full, full_store = made
     handed, hand_over = _recorder()
     got = await early.prepare(turn, hand_over)
-    with patch.context() as emptied:
+    stores_reply = turn.messages[-1]["role"] in ("user", "tool")
+    with patch.context() as emptied:  # the full engine's caches are its own, its reply's note too
         _emptied(full_store, emptied)
         want = await full.prepare(turn)
+        if stores_reply:
+            full.record_reply(want, turn, reply or asst("ok"))
+    if stores_reply:
+        early.record_reply(got, turn, reply or asst("ok"))
     same = True
     if handed:
         cid = dataclasses.replace(handed[0], conversation_id=want.conversation_id)
         same = (_seen(got, early_store) == _seen(want, full_store) and handed[0].last_seq is None
                 and early_forward.differences(cid, want) == ()
                 and handed[0].conversation_id == got.conversation_id)
-    for engine, prepared in ((early, got), (full, want)):
-        if turn.messages[-1]["role"] in ("user", "tool"):
-            engine.record_reply(prepared, turn, reply or asst("ok"))
     return (handed[0] if handed else None), same
 
 
@@ -148,18 +153,90 @@ async def test_a_request_with_other_parameters_is_prepared_in_full(
     assert got is None and same
 
 
-async def test_a_conversation_with_a_saved_view_is_prepared_in_full(
+async def test_a_view_saved_in_this_process_ends_early_forwarding_at_once(
         pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
-    history = [sys("You are terse."), user("one")]
+    history = engine_history(24, words=40)
     await _both(pair, _turn(history), monkeypatch)
     early, store = pair[0], pair[1]
-    tenant = store.for_tenant("tenant-a")
-    cid = tenant.list_conversations()[0].id
-    # A view saved meanwhile (by another replica, say): the plan now starts from it.
-    tenant.save_view(ContextView(cid, 0, (ViewItem("message", "1"),), 1))
+    cid = store.for_tenant("tenant-a").list_conversations()[0].id
+    await early.compact(_turn(history), cid)  # an operator's compaction, here: it saves a view
+    assert store.for_tenant("tenant-a").view(cid) is not None
     handed, hand_over = _recorder()
-    await early.prepare(_turn([*history, asst("ok"), user("two")]), hand_over)
+    got = await early.prepare(_turn([*history, asst("ok"), user("two")]), hand_over)
+    assert handed == [] and got.compacted
+    assert _mismatches(pair) == []
+
+
+async def test_a_view_saved_by_another_process_is_found_by_the_bookkeeping(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is read before an early forward: a view another process saved meanwhile is found
+    after ingest. That request went uncompacted (within budget); its record is the full plan's,
+    the difference is reported, and the next request is prepared in full."""
+    history = engine_history(24, words=40)
+    await _both(pair, _turn(history), monkeypatch)
+    early, store = pair[0], pair[1]
+    cid = store.for_tenant("tenant-a").list_conversations()[0].id
+    other = _engine(store)  # another process's engine on the same store (its own memory)
+    with monkeypatch.context() as elsewhere:
+        elsewhere.setattr(engine_mod, "RESENDS", Resends())
+        await other.compact(_turn(history), cid)
+    await other.aclose()
+    handed, hand_over = _recorder()
+    history = [*history, asst("ok"), user("two")]
+    got = await early.prepare(_turn(history), hand_over)
+    assert [len(h.messages) for h in handed] == [len(history)]
+    assert got.compacted and len(got.messages) < len(history)  # the plan starts from the view
+    assert _mismatches(pair) and "messages" in _mismatches(pair)[0]
+    early.record_reply(got, _turn(history), asst("ok"))
+    handed.clear()
+    await early.prepare(_turn([*history, asst("ok"), user("three")]), hand_over)
     assert handed == []
+
+
+async def _replied(made: Pair, history: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+    """`history` prepared by the early engine and `reply` stored: what the next request resends."""
+    early = made[0]
+    prepared = await early.prepare(_turn(history))
+    early.record_reply(prepared, _turn(history), reply)
+
+
+async def test_the_http_loop_takes_a_resend_of_the_previous_requests_own_messages(pair: Pair) -> None:
+    """`Engine.early`: the previous request's dicts, then its reply and a new question (a body
+    parsed past its resent part hands those over): forwarded before any store work, and the full
+    preparation agrees."""
+    history = [sys("You are terse."), user("one")]
+    reply = asst("ok")
+    await _replied(pair, history, reply)
+    turn = _turn([*history, dict(reply), user("two")])  # the echoed reply: an equal, new dict
+    start = pair[0].early(turn)
+    assert start is not None and [m["content"] for m in start.sent.messages] == ["You are terse.", "one",
+                                                                                "ok", "two"]
+    prepared = await pair[0].prepare(turn, start=start)
+    assert early_forward.differences(start.sent, prepared) == () and _mismatches(pair) == []
+    assert len(pair[1].for_tenant("tenant-a").messages(prepared.conversation_id)) == 4
+
+
+@pytest.mark.parametrize(("new", "why"), [
+    ([asst("an edited reply"), user("two")], "the stored reply edited: ingest would fork"),
+    ([asst("ok"), user("word " * 20_000)], "more new bytes than the loop takes on"),
+    ([user("two")], "no reply stored after the previous request: would it fork?"),
+])
+async def test_the_http_loop_leaves_what_it_cannot_be_sure_of_to_the_engine(
+        pair: Pair, new: list[dict[str, Any]], why: str) -> None:
+    history = [sys("You are terse."), user("one")]
+    if new[0]["role"] == "assistant":
+        await _replied(pair, history, asst("ok"))
+    else:
+        await pair[0].prepare(_turn(history))
+    assert pair[0].early(_turn([*history, *new])) is None, why
+
+
+async def test_the_http_loop_refuses_an_invalid_new_message_as_the_engine_would(pair: Pair) -> None:
+    history = [sys("You are terse."), user("one")]
+    await _replied(pair, history, asst("ok"))
+    with pytest.raises(InvalidRequestError) as raised:
+        pair[0].early(_turn([*history, asst("ok"), {"role": "user", "content": 5}]))
+    assert raised.value.param == "messages[3].content"
 
 
 # Each step appends to the history: a user turn, a tool round, a pinned or system message, or a
@@ -184,7 +261,8 @@ def _step(history: list[dict[str, Any]], kind: str, i: int) -> list[dict[str, An
 def test_whatever_is_handed_over_is_what_the_full_preparation_forwards(
         steps: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     async def run() -> None:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, monkeypatch.context() as fresh:
+            fresh.setattr(engine_mod, "RESENDS", Resends())  # each example a new process's
             made = _pair(Path(tmp))
             try:
                 history = [sys("You are terse."), user("start")]

@@ -19,6 +19,7 @@ from openai import AsyncOpenAI
 
 from compaction.anchors import ANCHOR_BLOCK_OPEN
 from compaction.early_forward import EarlyForward
+from compaction.engine import EarlyStart
 from compaction.summarizers import ExtractiveSummarizer, source_from_prompt
 from compaction.tokens import REPLY_PRIMING, TokenCounter
 from compaction.toolpairs import pairing_violations
@@ -91,8 +92,9 @@ class RecordingEngine:
         done = asyncio.run_coroutine_threadsafe(self.inner.background.drain(), self.loop)
         await asyncio.wrap_future(done)
 
-    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
-        prepared: PreparedRequest = await self.inner.prepare(turn, early)
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
+                      start: EarlyStart | None = None) -> PreparedRequest:
+        prepared: PreparedRequest = await self.inner.prepare(turn, early, start)
         self.prepared.append(prepared)
         return prepared
 

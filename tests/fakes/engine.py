@@ -7,6 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from compaction.early_forward import EarlyForward
+from compaction.engine import EarlyStart
 from compaction.types import ChatTurn, PreparedRequest
 from proxy import appkeys
 
@@ -14,7 +15,11 @@ from proxy import appkeys
 class UnusedEngine:
     """Satisfies the proxy's EngineAPI; any chat call is a test bug and fails loudly."""
 
-    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
+    def early(self, turn: ChatTurn) -> None:
+        raise AssertionError("this test app does not serve chat requests")
+
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
+                      start: EarlyStart | None = None) -> PreparedRequest:
         raise AssertionError("this test app does not serve chat requests")
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from compaction.early_forward import EarlyForward
+from compaction.engine import EarlyStart
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.tokens import TokenCounter
 from compaction.types import ChatTurn, Occupancy, PreparedRequest
@@ -20,7 +21,12 @@ class PassthroughEngine:
         self.replies: list[dict[str, Any]] = []
         self.after_turns = 0
 
-    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
+    def early(self, turn: ChatTurn) -> None:
+        """Never hands a request over from the HTTP loop (`prepare`'s `early` is the test seam)."""
+        return None
+
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
+                      start: EarlyStart | None = None) -> PreparedRequest:
         messages = validate_messages(list(turn.messages))
         counter = TokenCounter.for_model(turn.upstream.model)
         result = self.store.for_tenant(turn.tenant_id).ingest(

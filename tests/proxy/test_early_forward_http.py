@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestServer
 from openai import AsyncOpenAI, AsyncStream
 
 from compaction.early_forward import EarlyForward
+from compaction.engine import EarlyStart
 from compaction.types import ChatTurn, PreparedRequest
 from config.errors import StoreError
 from proxy import appkeys
@@ -77,7 +78,8 @@ async def test_an_agent_loop_reaches_the_provider_as_sent_and_is_stored(
 class FailsAfterHandOver(PassthroughEngine):
     """Hands the request over early, then its bookkeeping fails (a full disk, say)."""
 
-    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
+                      start: EarlyStart | None = None) -> PreparedRequest:
         prepared = await super().prepare(turn)
         if early is None:
             return prepared

@@ -17,6 +17,7 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
 from compaction.early_forward import EarlyForward
+from compaction.engine import EarlyStart
 from compaction.types import ChatTurn, PreparedRequest
 from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply
@@ -162,7 +163,8 @@ async def test_broken_stream_stores_no_reply(make_proxy: ProxyFactory, fake_upst
 class _BuggyEngine(PassthroughEngine):
     """An engine with a ctxproxy bug on the request path."""
 
-    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None) -> PreparedRequest:
+    async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
+                      start: EarlyStart | None = None) -> PreparedRequest:
         raise KeyError("a bug in ctxproxy")
 
 

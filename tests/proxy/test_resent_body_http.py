@@ -5,6 +5,8 @@ and a broken one is still a 400 in OpenAI's shape."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import aiohttp
@@ -83,3 +85,35 @@ async def test_a_broken_resend_is_a_400_and_changes_nothing(
     assert status == 400 and error["error"]["code"] == "invalid_json"
     assert len(fake_upstream.requests) == calls
     assert await _metric(server, "ctxproxy_resent_body_parses_total") == 0
+
+
+async def test_a_resend_known_from_memory_is_forwarded_while_the_engine_thread_is_busy(
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
+    """The HTTP loop forwards an agent loop's resend itself (compaction/early_forward.py): the
+    provider has it while the engine thread is still blocked, and the client's answer waits for
+    the request's bookkeeping (its messages and reply are stored before it is answered)."""
+    server = await make_proxy()
+    client = AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY, max_retries=0)
+    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "fix the build"}]
+    for turn in range(2):
+        reply = await client.chat.completions.create(model=MODEL, messages=history)  # type: ignore[arg-type]
+        history += [{"role": "assistant", "content": reply.choices[0].message.content},
+                    {"role": "user", "content": f"now step {turn + 1}"}]
+    released = asyncio.Event()
+    blocked = asyncio.create_task(server.app[appkeys.HOST].run(lambda: time.sleep(1.0)))
+    answering = asyncio.create_task(client.chat.completions.create(model=MODEL, messages=history))  # type: ignore[arg-type]
+    blocked.add_done_callback(lambda _: released.set())
+    for _ in range(100):  # the provider gets the request within 0.5 s, the engine thread still blocked
+        if len(fake_upstream.requests) == 3:
+            break
+        await asyncio.sleep(0.005)
+    assert len(fake_upstream.requests) == 3 and not released.is_set()
+    assert fake_upstream.last_body["messages"] == history
+    assert not answering.done()  # the answer waits for the bookkeeping
+    await answering
+    assert released.is_set()
+    await client.close()
+    store = server.app[appkeys.STORE]
+    tenant = store.for_tenant(store.tenant_id_for_key(TEST_API_KEY))
+    [conversation] = tenant.list_conversations()
+    assert len(tenant.messages(conversation.id)) == len(history) + 1  # and the reply
