@@ -185,14 +185,21 @@ class EngineHost:
                           reply: dict[str, Any] | None) -> None:
         """Store the reply (when there is one), then schedule background work when due; after the
         request's full preparation, when it was forwarded early (its stored ids are needed)."""
-        async def finish() -> None:
-            settled = preparing.settled
-            prepared = preparing.request if settled is None else await asyncio.wrap_future(settled)
+        def finished(prepared: PreparedRequest) -> None:
             if reply is not None:
                 self.engine.record_reply(prepared, turn, reply)
             self.engine.after_turn(prepared, turn)
 
-        await self.call(finish)
+        settled = preparing.settled
+        if settled is None or settled.done():  # a plain call: no task on the engine loop
+            prepared = preparing.request if settled is None else settled.result()
+            await self.run(lambda: finished(prepared))
+            return
+
+        async def after_settling() -> None:  # waits there, not here: one hop fewer when it ends
+            finished(await asyncio.wrap_future(settled))
+
+        await self.call(after_settling)
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
