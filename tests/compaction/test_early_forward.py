@@ -79,14 +79,21 @@ def _recorder() -> tuple[list[PreparedRequest], EarlyForward]:
 
 
 async def _both(made: Pair, turn: ChatTurn, patch: pytest.MonkeyPatch,
-                reply: dict[str, Any] | None = None) -> tuple[PreparedRequest | None, bool]:
+                reply: dict[str, Any] | None = None,
+                via_loop: bool = False) -> tuple[PreparedRequest | None, bool]:
     """`turn` prepared by both engines (the full one with emptied caches), then `reply` stored
     (default "ok"); what was handed over early, and whether it is what the full preparation
     forwards and reports, with the same store (True when nothing was: stores compacted apart hold
-    summaries of their own ids)."""
+    summaries of their own ids). `via_loop`: as EngineHost does, `Engine.early` first (the HTTP
+    loop's decision; a history resent as the same dicts is what it takes), then `prepare`."""
     early, early_store, full, full_store = made
     handed, hand_over = _recorder()
-    got = await early.prepare(turn, hand_over)
+    start = early.early(turn) if via_loop else None
+    if start is not None:
+        handed.append(start.sent)
+        got = await early.prepare(turn, start=start)
+    else:
+        got = await early.prepare(turn, hand_over)
     stores_reply = turn.messages[-1]["role"] in ("user", "tool")
     with patch.context() as emptied:  # the full engine's caches are its own, its reply's note too
         _emptied(full_store, emptied)
@@ -110,14 +117,15 @@ def _mismatches(made: Pair) -> list[tuple[str, ...]]:
     return observer.mismatches
 
 
+@pytest.mark.parametrize("via_loop", [False, True])
 async def test_an_agent_loop_is_forwarded_early_from_its_second_request(
-        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+        pair: Pair, monkeypatch: pytest.MonkeyPatch, via_loop: bool) -> None:
     history = [sys("You are terse."), user("look it up")]
     handed = []
     for step in range(6):
         # The model calls a tool (the next request ends with its result) or answers.
         reply = asst(None, [f"c{step}"]) if step % 2 else asst(f"answer {step}")
-        got, same = await _both(pair, _turn(history), monkeypatch, reply)
+        got, same = await _both(pair, _turn(history), monkeypatch, reply, via_loop)
         assert same
         handed.append(got is not None)
         history += [reply, tool(f"c{step}", f"result {step}") if step % 2 else user(f"next {step}")]
@@ -257,9 +265,9 @@ def _step(history: list[dict[str, Any]], kind: str, i: int) -> list[dict[str, An
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=STEPS)
+@given(steps=STEPS, via_loop=st.booleans())
 def test_whatever_is_handed_over_is_what_the_full_preparation_forwards(
-        steps: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        steps: list[str], via_loop: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     async def run() -> None:
         with tempfile.TemporaryDirectory() as tmp, monkeypatch.context() as fresh:
             fresh.setattr(engine_mod, "RESENDS", Resends())  # each example a new process's
@@ -270,7 +278,7 @@ def test_whatever_is_handed_over_is_what_the_full_preparation_forwards(
                     history = _step(history, kind, i) if i else history
                     _, same = await _both(made, _turn(history, window=4_000,
                                                       settings=CompactionSettings(background=False)),
-                                          monkeypatch)
+                                          monkeypatch, via_loop=via_loop)
                     assert same
                 assert _mismatches(made) == []
             finally:
