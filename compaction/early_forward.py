@@ -3,8 +3,8 @@
 While a conversation is uncompacted and fits its budget, ctxproxy forwards the client's messages
 exactly as received. A resend of such a conversation (the previous request's messages, the reply
 stored to it, then new ones) is known to stay so from what this process knows: the previous
-request's outcome (compaction/resend.py keeps it), the reply it stored after it (`continues`: an
-edited reply would fork) and the new messages (`extended`: no new system message, within budget).
+request's outcome (compaction/resend.py keeps it), the reply it stored after it (an edited reply
+would fork) and the new messages (no new system message, within budget): `extended` checks them.
 No store is read first: the HTTP loop decides (`Engine.early`, bounded work) and forwards at once,
 and the engine thread does the request's bookkeeping (ingest, the forwarded record) while the
 provider works. After ingest the premises are confirmed (`confirmed`, and no saved view: the plan
@@ -65,7 +65,7 @@ def passthrough(prepared: PreparedRequest, messages: list[dict[str, Any]], turn:
                        signature(turn))
 
 
-def continues(prior: Passthrough, new: list[dict[str, Any]]) -> bool:
+def _continues(prior: Passthrough, new: list[dict[str, Any]]) -> bool:
     """Whether `new` starts with the reply stored after `prior` (as identity hashes it, SDK echo
     noise aside): the request then extends the stored conversation rather than forking it."""
     return prior.reply_hash is not None and bool(new) and content_hash(new[0]) == prior.reply_hash
@@ -74,10 +74,10 @@ def continues(prior: Passthrough, new: list[dict[str, Any]]) -> bool:
 def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]], counter: TokenCounter,
              encoded: bytes | None = None) -> PreparedRequest | None:
     """The forwarded request of `turn` when it resends `prior`'s messages and then `new` (validated),
-    all forwarded as received; None when that is not certain (a new system message, one with
-    `pinned`, different parameters, or over the budget). `encoded`: the request's messages as one
-    JSON list (compaction/resend.py), forwarded as they are."""
-    if not new or signature(turn) != prior.signature or any(
+    all forwarded as received; None when that is not certain (not first the reply stored after
+    `prior`, a new system message, one with `pinned`, different parameters, or over the budget).
+    `encoded`: the request's messages as one JSON list (compaction/resend.py), forwarded as they are."""
+    if not _continues(prior, new) or signature(turn) != prior.signature or any(
             m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new):
         return None
     before = prior.prepared

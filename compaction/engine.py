@@ -114,10 +114,7 @@ class Engine:
             return None
         messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
                                              expected=resent.expected)
-        new = messages[resent.shared:]
-        if not early_forward.continues(resent.passing, new):
-            return None
-        sent = early_forward.extended(resent.passing, turn, new, counter, resent.blob)
+        sent = early_forward.extended(resent.passing, turn, messages[resent.shared:], counter, resent.blob)
         return None if sent is None else EarlyStart(sent, resent, messages, expected)
 
     async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
@@ -206,7 +203,7 @@ class Engine:
         """Hand `early` the forwarded request when it is known before the bookkeeping (as `early`
         does on the HTTP loop, for a resend that `Engine.early` could not take); returns it."""
         prior = resent.passing
-        if early is None or prior is None or not early_forward.continues(prior, messages[resent.shared:]):
+        if early is None or prior is None:
             return None
         sent = early_forward.extended(prior, turn, messages[resent.shared:], counter, resent.blob)
         if sent is not None:

@@ -101,7 +101,7 @@ class Resends:
 
     def replied(self, tenant: str, external_id: str | None, received: Sequence[dict[str, Any]],
                 reply: StoredMessage) -> None:
-        """Note the reply stored to `received` on its kept passthrough (early_forward.continues):
+        """Note the reply stored to `received` on its kept passthrough (early_forward.extended):
         when it does not follow the request in its conversation (a branch), nothing is forwarded
         early after it."""
         key = _key(tenant, external_id, received)
