@@ -87,7 +87,7 @@ def _build(raw: dict[str, Any], env: Mapping[str, str]) -> Settings:
 
 
 def documented_keys() -> list[str]:
-    """Every configuration key path the loader accepts (README documents each one)."""
+    """Every configuration key path the loader accepts (docs/configuration.md documents each one)."""
     keys = ["model_list[].model_name", "model_list[].litellm_params.model",
             "model_list[].litellm_params.api_base", "model_list[].litellm_params.api_key",
             "model_list[].context_window", "model_list[].model_info"]

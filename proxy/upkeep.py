@@ -4,7 +4,7 @@ Both are tasks owned by the app's store cleanup context: checkpoints run in a wo
 own connection (the store's lock serialises them with its writers), the retention sweep on the
 engine thread, where every other store call runs (proxy/engine_host.py).
 
-Checkpoint strategy (README "Checkpoint strategy"): every CHECKPOINT_TICK_S a PASSIVE checkpoint,
+Checkpoint strategy (docs/operations.md "Checkpoints"): every CHECKPOINT_TICK_S a PASSIVE checkpoint,
 which never blocks a request but cannot empty the WAL while writes keep coming; then, when the WAL
 file exceeds WAL_TRUNCATE_BYTES, a TRUNCATE checkpoint, which holds writers back just long enough to
 copy the few frames written since and empty the file. Writers in a tight loop can starve it (it

@@ -43,10 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve(sub: Any) -> None:
-    help_text = ("run the proxy: POST /v1/chat/completions, GET /v1/models, /healthz, /readyz, "
-                 "/metrics, POST /v1/context/search, /v1/context/expand, DELETE "
-                 "/v1/context/conversations/{id}, /v1/context/tenant, and /ui when "
-                 "server.admin_key is set")
+    help_text = ("run the proxy: POST /v1/chat/completions, /v1/responses and /v1/messages (compacted), "
+                 "every other /v1/ path forwarded unchanged, /healthz, /readyz, /metrics, "
+                 "POST /v1/context/search, /v1/context/expand, DELETE /v1/context/conversations/{id}, "
+                 "/v1/context/tenant, and /ui when server.admin_key is set")
     p = sub.add_parser("serve", help=help_text, description=help_text)
     p.add_argument("--config", metavar="FILE",
                    help=f"YAML config (default: ${ENV_CONFIG}, else built-in defaults)")

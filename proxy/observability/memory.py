@@ -2,7 +2,7 @@
 
 Request-path caches only (the ones that fill with traffic): the running-hash memos
 (store/running_hashes.py) and the store's stored-prefix rows (store/prefix_rows.py). SQLite's own page
-cache is bounded by `store.cache_mib`, its memory map by `store.mmap_mib` (README "Memory").
+cache is bounded by `store.cache_mib`, its memory map by `store.mmap_mib` (docs/operations.md "Memory").
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ async def test_required_client_key_refuses_keyless_chat(make_proxy: ProxyFactory
 
 async def test_keyless_chat_is_relayed_by_default(make_proxy: ProxyFactory,
                                                   fake_upstream: FakeUpstream) -> None:
-    """The documented default: an entry with its own key answers keyless callers (README Security)."""
+    """The documented default: an entry with its own key answers keyless callers (docs/operations.md)."""
     server = await make_proxy()
     fake_upstream.queue(Reply(text="ok"))
     status, body = await _post(server, "/v1/chat/completions", CHAT)

@@ -70,7 +70,7 @@ def get_exc(name: str, message: str, **kwargs: object) -> BaseException:
 @pytest.mark.parametrize(("exc", "cls", "status"), [
     (aiohttp.ServerTimeoutError("read"), UpstreamTimeoutError, 504),
     (aiohttp.SocketTimeoutError("read"), UpstreamTimeoutError, 504),
-    (aiohttp.ConnectionTimeoutError("connect"), UpstreamError, 502),  # README: connect timeout -> 502
+    (aiohttp.ConnectionTimeoutError("connect"), UpstreamError, 502),  # documented: connect timeout -> 502
     (aiohttp.ServerDisconnectedError(), UpstreamError, 502),
     (aiohttp.ClientPayloadError("cut"), UpstreamError, 502),
 ])

@@ -1,4 +1,4 @@
-"""Which key a separately configured summariser gets (README: summarizer.api_key, else the
+"""Which key a separately configured summariser gets (docs/configuration.md: summarizer.api_key, else the
 request's credentials: the model entry's key, else the client's)."""
 
 from __future__ import annotations
