@@ -79,6 +79,17 @@ def test_the_example_configs_are_valid(name: str) -> None:
     assert settings.model_list
 
 
+def test_yaml_examples_in_the_docs_are_valid(tmp_path: Path) -> None:
+    blocks = [(page.name, block) for page in pages()
+              for block in re.findall(r"^```yaml\n(.*?)^```", text(page), flags=re.MULTILINE | re.DOTALL)]
+    assert blocks, "the README's example configuration is missing"
+    for i, (name, block) in enumerate(blocks):
+        file = tmp_path / f"{i}.yaml"
+        file.write_text(block, encoding="utf-8")
+        env = {var: "x" for var in re.findall(r"os\.environ/([A-Z_]+)", block)}
+        assert load_settings(str(file), env).model_list, name
+
+
 def test_metric_table_matches_the_code() -> None:
     documented = {cells[0].strip("`") for cells in table_rows(OPERATIONS, r"ctxproxy_[a-z_]+")}
     assert documented == set(METRIC_NAMES)
