@@ -1,5 +1,5 @@
 """Adversarial summarisers for the evaluation: ctxproxy must keep every fact and forward no invention
-whatever its summariser does (design: escalation and verification).
+whatever its summarizer does (the fallback chain and the verifier see to it).
 
 All implement the `compaction.types.Summarizer` protocol; the well-behaved part is delegated to the
 real `ExtractiveSummarizer`, so each fake differs from production in exactly one way.

@@ -2,9 +2,9 @@
 
 `python -m bench.generator --count 6 --turns 150 --seed 7 -o out.jsonl` writes one conversation per
 line: `{"id", "messages", "tools", "checks": [{"kind", "fact", "must_be_current", "stale_values",
-"distractors"}]}`. Facts are planted early (seed 002) and never repeated late, so only a strategy that
+"distractors"}]}`. Facts are planted early and never repeated late, so only a strategy that
 really retains them passes; corrections, a near-identical file name, a pending approval and a
-discarded hypothesis follow seed 003's testing advice.
+discarded hypothesis test what a careless summary gets wrong.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
   dates, shortened paths), and hand-written summaries of real windows (bench/verifier_corpus.json);
 - invented variants of each abstractive summary, one fact each: a changed digit, a changed id
   suffix, a new path, name, URL, date or amount (never a value the sources hold).
-Deterministic for a seed. `make eval` (10c) can call `run()` and read its report.
+Deterministic for a seed. `make eval` can call `run()` and read its report.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The anchor block: current anchors, one short line each, ranked by value inside a bounded share.
 
-Ranking (seed 002: age is not signal; issue 10: what an agent needs later): pinned first, then
+Ranking (by what an agent needs later, never by age: an old fact is not a less useful one): pinned first, then
 specific facts (names, ids, amounts, dates, emails, URLs, paths), errors, decisions, the files the
 agent edited, the commands it ran, the symbols it touched, the files it only read, and last the rest
 (hypotheses, ruled-out ideas). Within a class the earliest-established facts win: they are exactly

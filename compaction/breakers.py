@@ -1,6 +1,6 @@
 """The summariser a turn uses: observed, behind one circuit breaker per (tenant, endpoint).
 
-The breaker's policy (issue 10): it counts transport failures and timeouts, the exceptions that pass
+The breaker's policy: it counts transport failures and timeouts, the exceptions that pass
 through it, never an answer rejected for its content (escalation.py moves such a summary to the
 next level without telling the breaker). Local summarisers cannot fail that way and get no breaker.
 """

@@ -1,4 +1,4 @@
-"""The token budget of one request (design: Budget; seed 002 "orcar a janela").
+"""The token budget of one request.
 
 `total = context_window - reserve_for_reply - safety_margin` is the usable input budget; tool
 schemas (the client's and the recall tools, when offered) are part of it, so the messages get
@@ -24,14 +24,14 @@ log = structlog.get_logger(__name__)
 
 MIN_INPUT_BUDGET = 256  # below this a request cannot carry even its last turn: reject it
 # Summary sizes scale with the window: a leaf summary asks at most budget/8, a condensed one budget/5
-# (the seed's 1,200/2,000 fit a 128k window, not a 12k one), and never more than a third of its input
+# (fixed 1,200/2,000-token targets fit a 128k window, not a 12k one), and never more than a third of its input
 # (a summary that frees two thirds of its chunk is worth a step; summaries of summaries stay about
 # the size of one of their sources and never crowd out raw messages).
 LEAF_TARGET_DIVISOR = 8
 CONDENSED_TARGET_DIVISOR = 5
 INPUT_DIVISOR = 3
 MIN_SUMMARY_TARGET = 32
-# A leaf chunk is at most this share of the budget (and the seed's 20k tokens): a step substitutes
+# A leaf chunk is at most this share of the budget (and `leaf_chunk_tokens`): a step substitutes
 # whole chunks, so small chunks let it land close to its target instead of far below it.
 LEAF_CHUNK_BUDGET_PERCENT = 10
 MIN_LEAF_CHUNK_TOKENS = 256

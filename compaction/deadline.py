@@ -1,4 +1,4 @@
-"""How long a request may wait on compaction (issue 10: no request waits past the deadline).
+"""How long a request may wait on compaction; none waits past its deadline.
 
 A request that must compact synchronously gets one `Deadline` (`compaction.sync_deadline_s`): the LLM
 summariser is called only while time is left, each call bounded by what is left; past it the request

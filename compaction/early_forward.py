@@ -1,4 +1,4 @@
-"""Forwarding a passthrough resend before its bookkeeping (issue 12: latency of large histories).
+"""Forwarding a passthrough resend before its bookkeeping, so a large history does not wait on it.
 
 While a conversation is uncompacted and fits its budget, ctxproxy forwards the client's messages
 exactly as received. A resend of such a conversation (the previous request's messages, the reply

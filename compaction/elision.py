@@ -1,5 +1,5 @@
 """What truncation leaves where content was taken out: one marker per elided message, one pointer
-line per dropped run (issue 10: never per-message husks).
+line per dropped run (never a husk per message: a run of empty stubs costs tokens and says nothing).
 
 An elided message keeps its role, name, tool_call_id and tool_calls ids (so its pairing holds), a
 long head and a shorter tail of its text, and between them one marker saying how much was taken out

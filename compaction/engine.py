@@ -1,4 +1,4 @@
-"""The compaction engine: what the provider sees for each chat request (design: the whole brief).
+"""The compaction engine: what the provider sees for each chat request.
 
 prepare(): validate, ingest (a fork adopts its parent's summaries), plan the working view within
 budget, and only when it does not fit take a step: substitute summaries prepared ahead for the

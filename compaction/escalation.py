@@ -1,4 +1,4 @@
-"""The fallback chain of one summary (issue 10, seed 000): LLM normal -> LLM aggressive -> local
+"""The fallback chain of one summary: LLM normal -> LLM aggressive -> local
 extractive -> local truncation.
 
 A level's output is rejected when the call fails or times out, the text is empty, not shorter than

@@ -1,4 +1,4 @@
-"""`local/extractive`: a structured summary copied from its sources (seed 003), no model.
+"""`local/extractive`: a structured summary copied from its sources, no model (it cannot invent).
 
 The second level of the fallback chain (LLM -> extractive -> truncation), so it must be useful on
 agent traffic: the intent (the user's words), decisions, the files the agent touched with what it

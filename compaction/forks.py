@@ -1,4 +1,4 @@
-"""A forked conversation starts with its parent's summaries for the history they share (issue 10).
+"""A forked conversation starts with its parent's summaries for the history they share.
 
 A fork (an edited or regenerated history, stored as a new conversation) shares a prefix with its
 parent, message for message. The parent's summaries of that prefix are still true for the fork, so

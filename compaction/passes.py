@@ -1,4 +1,4 @@
-"""One compaction pass: a chunk of the working view summarised and committed (seed 000 tiers).
+"""One compaction pass: a chunk of the working view summarized and committed.
 
 A pass = anchors extracted from the leaf sources, one summary down the fallback chain
 (escalation.py), then in one store transaction (`TenantAccess.commit_pass`) the anchors, the summary

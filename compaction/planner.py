@@ -1,4 +1,4 @@
-"""Build the forwarded message list by priority (design: Budget; seed 002).
+"""Build the forwarded message list by priority, within the budget.
 
 Order of the forwarded list: the client's system/developer messages (raw, from the request body,
 original order; system messages ending the request stay last), then the anchor block (one system

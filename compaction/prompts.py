@@ -1,7 +1,7 @@
 """Versioned summariser prompts, the summary message format, and the source text given to a summariser.
 
 Bump PROMPT_VERSION whenever a prompt's wording changes: it is recorded with every summary and
-compaction event (seed 003: provenance), so a summary can be traced to the prompt that wrote it.
+compaction event, so a summary can be traced to the prompt that wrote it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which part of the working view a compaction pass summarises (seed 000 tiers, design table).
+"""Which part of the working view a compaction pass summarizes: a leaf chunk or a condensed chunk.
 
 The working view is a list of `Entry`: stored summaries and raw messages in conversation order,
 system/developer messages excluded (they are never summarised and the planner always emits them

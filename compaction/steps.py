@@ -1,7 +1,7 @@
 """A compaction step's loop: bring a working view down to a limit, oldest content first.
 
 Each iteration picks the candidate chunks (an old oversized tool result, elided in place by just
-what is needed; then seed 000 tiers: a full run of condensable summaries, else the oldest raw chunk
+what is needed; then a full run of condensable summaries, else the oldest raw chunk
 before the fresh tail) and substitutes a prepared summary for one of them when
 there is one (no summariser call), else runs one pass (passes.py) on the first. It stops at the
 limit, when no candidate is left, when a pass makes no progress, or after `max_recovery_iterations`
@@ -83,7 +83,7 @@ def oversized_result(wv: WorkingView, s: CompactionSettings, budget: Budget, mod
                      excess: int) -> Candidate | None:
     """The oldest tool result above the oversized limit before the tail (normal) or the newest
     group (hard), to elide in place by `excess` (never below half the limit): an old huge result
-    gives way, precisely, before the messages around it (issue 10)."""
+    gives way, precisely, before the messages around it."""
     entries = wv.entries
     protected = selection.protected_indices(entries)
     end = (selection.fresh_tail_start(entries, s.fresh_tail_count, tail_cap(wv, budget))

@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol
 from config.settings import CompactionSettings, LiteLLMParams
 from store.models import CompactionEvent
 
-PromptLevel = Literal["normal", "aggressive"]  # the two summariser prompts (seed 000 escalation)
+PromptLevel = Literal["normal", "aggressive"]  # the two LLM summarizer prompts, tried in this order
 CircuitState = Literal["closed", "half_open", "open"]
 # normal: only before the fresh tail; hard: the tail shrinks to the newest group (the last user
 # message stays raw in both).
@@ -47,7 +47,7 @@ class ChatTurn:
 
 @dataclass(frozen=True)
 class Occupancy:
-    """Tokens of the forwarded request by category (seed 002, "ocupacao da janela")."""
+    """Tokens of the forwarded request by category."""
 
     system: int = 0
     anchors: int = 0
@@ -66,7 +66,7 @@ class Occupancy:
 
     @property
     def unused_ratio(self) -> float:
-        """Share of the input budget the request leaves unused (issue 10: a defect, not headroom)."""
+        """Share of the input budget the request leaves unused (a defect, not headroom: context withheld)."""
         return round(self.free / self.budget, 4) if self.budget > 0 else 0.0
 
     def as_dict(self) -> dict[str, int]:
@@ -119,7 +119,7 @@ class SummaryRequest:
 
 
 class Summarizer(Protocol):
-    """The `complete(prompt, options)` seam (seed 000): litellm, local extractive, or a test fake."""
+    """The `complete(prompt, options)` seam: litellm, local extractive, or a test fake."""
 
     @property
     def name(self) -> str: ...

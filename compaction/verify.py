@@ -1,4 +1,4 @@
-"""Extractive-summary verifier (seed 002): a summary may not introduce facts its sources lack.
+"""Summary verifier: a summary may not introduce facts its sources lack.
 
 Facts are what a summariser can get wrong while sounding right: numbers, ids, paths, URLs, emails,
 dates, amounts and names. Ordinary words never are: a faithful summary rewords freely. Each fact of

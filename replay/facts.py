@@ -63,7 +63,7 @@ def _stale_lines(text: str, stale: str, asserting: re.Pattern[str] | None) -> bo
 
 def stale_as_current(check: Check, synthetic: Sequence[Message]) -> tuple[str, ...]:
     """Old values ctxproxy's own messages present as current: any unmarked line of the anchor block
-    (its header says values are current), or a summary line promoting it to a decision (seed 003)."""
+    (its header says values are current), or a summary line promoting it to a decision."""
     found: list[str] = []
     for stale in check.stale_values:
         for message in synthetic:

@@ -119,7 +119,7 @@ class SummaryDraft:
 
 @dataclass(frozen=True)
 class Anchor:
-    """A concrete fact that travels raw in the anchor block (seed 002)."""
+    """A concrete fact that travels raw in the anchor block."""
 
     id: int
     conversation_id: str
@@ -167,7 +167,7 @@ class ContextView:
 
 @dataclass(frozen=True)
 class CompactionEvent:
-    """Provenance of one compaction step (seed 003: reproducible, auditable)."""
+    """Provenance of one compaction step: enough to trace and reproduce it."""
 
     conversation_id: str
     trigger: Literal["threshold", "hard_budget", "manual"]

@@ -75,7 +75,7 @@ async def test_cancellation_counts_and_is_reraised() -> None:
 @pytest.mark.parametrize("behaviour", ["empty", "inventing", "verbose"])
 async def test_content_rejections_never_open_the_breaker(behaviour: str) -> None:
     """An endpoint that answers with unusable text is working: the next fallback level handles the
-    content, and the summariser stays in use (issue 10: rejections are not failures)."""
+    content, and the summariser stays in use (rejections are not failures)."""
     inner = ScriptedSummarizer(behaviour)
     breaker = CircuitBreaker(inner, failures=2, reset_s=30, clock=Clock())
     observed = ObservedSummarizer(breaker, NullObserver())

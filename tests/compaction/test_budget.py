@@ -20,7 +20,7 @@ def test_defaulted_reserve_is_capped_at_a_quarter_of_the_window() -> None:
     assert b.oversized == b.messages // 4
     assert b.leaf_chunk_tokens(CompactionSettings()) == b.total // 10  # a tenth of a small budget
     big = Budget.compute(CompactionSettings(), 1_000_000, None, 0)
-    assert big.leaf_chunk_tokens(CompactionSettings()) == 20_000  # the seed's size caps it
+    assert big.leaf_chunk_tokens(CompactionSettings()) == 20_000  # leaf_chunk_tokens caps it
 
 
 def test_explicit_max_tokens_is_used_as_is() -> None:

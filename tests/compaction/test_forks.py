@@ -1,4 +1,4 @@
-"""A forked conversation reuses its parent's summaries for the history they share (issue 10, item 7)."""
+"""A forked conversation reuses its parent's summaries for the history they share."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def test_summary_target_scales_to_the_window_and_is_at_most_a_third_of_the_input
     assert budget.summary_target(CompactionSettings(), "leaf", 800) == 800 // 3
     assert budget.summary_target(CompactionSettings(), "condensed", 900) == 900 // 3
     big = Budget.compute(CompactionSettings(), 128_000, None, 0)
-    assert big.summary_target(CompactionSettings(), "leaf", 50_000) == 1_200  # the seed's size
+    assert big.summary_target(CompactionSettings(), "leaf", 50_000) == 1_200  # the default leaf_target_tokens
     assert big.summary_target(CompactionSettings(), "condensed", 50_000) == 2_000
 
 

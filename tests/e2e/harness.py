@@ -46,7 +46,7 @@ _TARGET = re.compile(r"Write at most about (\d+) tokens")
 
 
 def budget_for(window: int = WINDOW, settings: CompactionSettings | None = None) -> int:
-    """The engine's input budget when the request sets no max_tokens (design: Budget)."""
+    """The engine's input budget when the request sets no max_tokens (as compaction/budget.py computes it)."""
     s = settings or CompactionSettings()
     return window - min(s.reserve_tokens, window // 4) - s.safety_margin_tokens
 

@@ -1,4 +1,4 @@
-"""Issue 3 end to end: a 150-turn agentic conversation replayed through the proxy never goes over
+"""End to end: a 150-turn agentic conversation replayed through the proxy never goes over
 budget, keeps tool pairs and planted facts, shows corrected values as current, and never forwards
 what an adversarial summariser invented. Figures for the product owner are printed (pytest -s) and
 written to JSON, next to a sliding window's and litellm's trim_messages' on the same budget.

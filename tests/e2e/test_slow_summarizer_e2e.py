@@ -1,5 +1,5 @@
-"""A summariser that takes 3 s per call barely ever blocks a turn (issue 3: "never blocks"), and one
-that never answers in time delays a turn that must compact by at most its deadline (issue 10).
+"""A summariser that takes 3 s per call barely ever blocks a turn, and one
+that never answers in time delays a turn that must compact by at most its deadline.
 
 Turns follow back to back as an agent sends them; the fake model takes `MODEL_DELAY_S` to answer.
 Background compaction runs off the request path, so at most 1 turn in 20 waits on the summariser.
@@ -53,8 +53,8 @@ def full_history(conv: Conversation, turns: int) -> list[JSON]:
 
 
 async def test_a_request_that_must_compact_is_answered_past_a_stuck_summariser(rig: RigFactory) -> None:
-    """The summariser never answers in time (issue 10: a request compacting while it took 60 s got
-    no answer within 130 s). The request's compaction deadline passes and it is answered with
+    """The summariser never answers in time (without a deadline
+    the request would wait out the whole call). The request's compaction deadline passes and it is answered with
     local summaries; the stuck call goes on off the request path."""
     r = await rig("slow", delay_s=600.0, deadline_s=0.5)
     conv = generate(turns=150, seed=7)
