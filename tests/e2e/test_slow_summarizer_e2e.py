@@ -53,9 +53,9 @@ def full_history(conv: Conversation, turns: int) -> list[JSON]:
 
 
 async def test_a_request_that_must_compact_is_answered_past_a_stuck_summariser(rig: RigFactory) -> None:
-    """The summariser never answers in time (without a deadline
-    the request would wait out the whole call). The request's compaction deadline passes and it is answered with
-    local summaries; the stuck call goes on off the request path."""
+    """The summariser never answers in time (without a deadline the request would wait out the whole
+    call). The request's compaction deadline passes and it is answered with local summaries; the
+    stuck call goes on off the request path."""
     r = await rig("slow", delay_s=600.0, deadline_s=0.5)
     conv = generate(turns=150, seed=7)
     history = full_history(conv, 120)
