@@ -2,7 +2,7 @@
 
 prepare(): validate, ingest (a fork adopts its parent's summaries), plan the working view within
 budget, and only when it does not fit take a step: substitute summaries prepared ahead for the
-oldest chunks, summarise more if needed (LLM until the deadline, then local levels), landing at the
+oldest chunks, summarize more if needed (LLM until the deadline, then local levels), landing at the
 target with the newest raw messages filling the rest; truncate as the last resort; validate the
 outgoing list; record it. after_turn(): above the threshold, prepare summaries in the background
 without moving the view. The view (and its anchor block) changes only at a step, so forwarded
@@ -82,7 +82,7 @@ class _Outcome:
 class Engine:
     """Owns per-conversation locks, circuit breakers and the background compactor.
 
-    `observer` hears every compaction step, summariser call and circuit transition (the proxy
+    `observer` hears every compaction step, summarizer call and circuit transition (the proxy
     turns them into log lines and metrics); by default nobody listens.
     """
 
@@ -175,7 +175,7 @@ class Engine:
 
     async def compact(self, turn: ChatTurn, conversation_id: str,
                       trigger: Trigger = "manual") -> list[CompactionEvent]:
-        """Run one compaction step now (operators): `turn` names the tenant, model and summariser.
+        """Run one compaction step now (operators): `turn` names the tenant, model and summarizer.
 
         `manual` compacts as far as normal passes go and saves the view, after any other step on
         the conversation (waiting up to `store.lease_s` for it); `threshold` prepares."""
@@ -377,7 +377,7 @@ class Engine:
                            measure, budget, self.observer, deadline, self.background.track)
 
     def _choice(self, turn: ChatTurn) -> SummarizerChoice:
-        """The turn's summariser, observed, behind its endpoint's circuit breaker (breakers.py)."""
+        """The turn's summarizer, observed, behind its endpoint's circuit breaker (breakers.py)."""
         return self._pool.wrap(turn, self._summarizer_for(turn))
 
 

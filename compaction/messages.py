@@ -17,7 +17,7 @@ from store.running_hashes import kept
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
-# Text the provider sees in a message that the engine neither reads nor summarises (reasoning items,
+# Text the provider sees in a message that the engine neither reads nor summarizes (reasoning items,
 # thinking blocks and their signatures, carried opaque by the API converters): counted, nothing else.
 OPAQUE_TEXT_FIELD = "ctxproxy_opaque_text"
 _TEXT_PART_TYPES = {"text"}

@@ -108,7 +108,7 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
                            ctx.choice.summarizer.name, dict(ctx.choice.settings), tokens_before=before)
     try:
         drafts = _anchor_drafts(wv, chunk) if tier == "leaf" else []
-        outcome, draft = await _summarise(ctx, wv, tier, chunk, drafts)
+        outcome, draft = await _summarize(ctx, wv, tier, chunk, drafts)
         base = replace(base, level=cast(Any, outcome.level), summarizer_model=outcome.model,
                        prompt_version=outcome.prompt_version)
         grown = _growth(ctx, draft, chunk)
@@ -128,7 +128,7 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
 
 def elide_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
                before: int) -> tuple[WorkingView, CompactionEvent]:
-    """One old oversized tool result elided in place (local, no summariser): committed as a
+    """One old oversized tool result elided in place (local, no summarizer): committed as a
     summary of that one message, which the view shows as the message itself (pairing kept)."""
     started = time.monotonic()
     entry = wv.entries[cand.chunk[0]]
@@ -225,7 +225,7 @@ def without_secrets(drafts: Sequence[AnchorDraft],
     return kept
 
 
-async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "condensed"],
+async def _summarize(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "condensed"],
                      chunk: list[Entry], drafts: Sequence[AnchorDraft]
                      ) -> tuple[EscalationOutcome, SummaryDraft]:
     """The escalated summary of `chunk`, as a draft (not stored yet: it may not shrink anything),
@@ -262,7 +262,7 @@ def _growth(ctx: PassContext, draft: SummaryDraft, chunk: list[Entry]) -> str | 
 
 
 def _sources_of(chunk: list[Entry], wv: WorkingView) -> dict[str, Any]:
-    """Event provenance of a chunk that was not summarised."""
+    """Event provenance of a chunk that was not summarized."""
     return {"source_message_ids": tuple(wv.stored[e.seq].id for e in chunk if e.kind == "message"),
             "source_summary_ids": tuple(e.ref for e in chunk if e.kind == "summary")}
 

@@ -2,7 +2,7 @@
 
 Background steps commit summaries without moving the view (passes.py); a fork adopts its parent's
 (forks.py). A step on the request path then substitutes them for the oldest chunks, only as far as
-needed, without calling a summariser. A prepared summary fits where its sources still are: a leaf
+needed, without calling a summarizer. A prepared summary fits where its sources still are: a leaf
 whose source messages are raw entries of the view (whole groups, none protected, nothing but raw
 messages in between), a condensed one whose source summaries are consecutive entries of the view.
 """

@@ -1,4 +1,4 @@
-"""Versioned summariser prompts, the summary message format, and the source text given to a summariser.
+"""Versioned summarizer prompts, the summary message format, and the source text given to a summarizer.
 
 Bump PROMPT_VERSION whenever a prompt's wording changes: it is recorded with every summary and
 compaction event, so a summary can be traced to the prompt that wrote it.
@@ -65,7 +65,7 @@ _KIND_INTRO = {
 
 
 def system_prompt(kind: SummaryKind, level: PromptLevel) -> str:
-    """The summariser's system prompt for a tier (leaf/condensed) and escalation level."""
+    """The summarizer's system prompt for a tier (leaf/condensed) and escalation level."""
     return "\n\n".join([
         "You compact conversation history for a proxy that keeps the full history elsewhere.",
         _KIND_INTRO[kind], _LEVEL_FOCUS[level], _EXTRACTIVE_RULES, _FORMAT_RULES])
@@ -130,5 +130,5 @@ def _source_block(item: StoredMessage | SummaryRecord) -> str:
 
 
 def build_source_text(items: Sequence[StoredMessage | SummaryRecord]) -> str:
-    """The text handed to a summariser: one block per message/summary, secrets redacted."""
+    """The text handed to a summarizer: one block per message/summary, secrets redacted."""
     return redact("\n\n".join(_source_block(item) for item in items))

@@ -1,7 +1,7 @@
 """Which part of the working view a compaction pass summarizes: a leaf chunk or a condensed chunk.
 
 The working view is a list of `Entry`: stored summaries and raw messages in conversation order,
-system/developer messages excluded (they are never summarised and the planner always emits them
+system/developer messages excluded (they are never summarized and the planner always emits them
 first, in their original order). Entries sharing a `group` are an atomic tool round.
 
 - protected: the last user message (wherever it sits: in an agent loop it is the task, far back)
@@ -77,7 +77,7 @@ def newest_group_start(entries: Sequence[Entry]) -> int:
 
 
 def protected_indices(entries: Sequence[Entry]) -> frozenset[int]:
-    """Entries no pass may summarise: the last user message and the newest group."""
+    """Entries no pass may summarize: the last user message and the newest group."""
     last_user = last_user_index(entries)
     newest = set(range(newest_group_start(entries), len(entries)))
     return frozenset(newest | ({last_user} if last_user is not None else set()))
@@ -85,7 +85,7 @@ def protected_indices(entries: Sequence[Entry]) -> frozenset[int]:
 
 def fresh_tail_start(entries: Sequence[Entry], count: int, max_tokens: int) -> int:
     """Index of the first fresh-tail entry: the newest whole groups within `count` messages and
-    `max_tokens` tokens (the newest group always); normal passes summarise only before it."""
+    `max_tokens` tokens (the newest group always); normal passes summarize only before it."""
     groups = spans(entries)
     if not groups:
         return len(entries)

@@ -3,11 +3,11 @@
 Each iteration picks the candidate chunks (an old oversized tool result, elided in place by just
 what is needed; then a full run of condensable summaries, else the oldest raw chunk
 before the fresh tail) and substitutes a prepared summary for one of them when
-there is one (no summariser call), else runs one pass (passes.py) on the first. It stops at the
+there is one (no summarizer call), else runs one pass (passes.py) on the first. It stops at the
 limit, when no candidate is left, when a pass makes no progress, or after `max_recovery_iterations`
 passes. Modes: `normal` keeps the fresh tail raw; `hard` (a request that does not fit otherwise)
 lets it shrink to the newest group, after merging whatever old summaries it can. The last user
-message is never summarised in either mode.
+message is never summarized in either mode.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shapes crossing the boundary between proxy/ and the compaction engine, and the summariser seam."""
+"""Shapes crossing the boundary between proxy/ and the compaction engine, and the summarizer seam."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class PreparedRequest:
     compacted: bool  # summaries, anchors or truncation replaced part of the history
     summary_ids: tuple[str, ...]  # summaries present in the forwarded context
     occupancy: Occupancy
-    waited_on_summarizer: bool  # this turn ran a synchronous summariser call (hard budget)
+    waited_on_summarizer: bool  # this turn ran a synchronous summarizer call (hard budget)
     forced_truncation: bool
     prefix_stable: bool | None  # extends the previous forwarded request (None: first turn)
     events: tuple[CompactionEvent, ...] = ()  # synchronous compaction steps of this turn
@@ -109,7 +109,7 @@ class PreparedRequest:
 
 @dataclass(frozen=True)
 class SummaryRequest:
-    """One call to a summariser: the prompt and how the text should come back."""
+    """One call to a summarizer: the prompt and how the text should come back."""
 
     system_prompt: str
     user_prompt: str
@@ -129,7 +129,7 @@ class Summarizer(Protocol):
 
 @dataclass(frozen=True)
 class SummarizerChoice:
-    """Which summariser a conversation uses, resolved per request (may need the client's key)."""
+    """Which summarizer a conversation uses, resolved per request (may need the client's key)."""
 
     summarizer: Summarizer
     settings: dict[str, Any] = field(default_factory=dict)  # model, temperature, ... for provenance

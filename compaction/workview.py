@@ -2,7 +2,7 @@
 
 The persisted view is what requests forward (summaries up to its boundary, raw messages after), and
 it changes only at a step, so forwarded requests between steps share their prefix. System/developer
-messages are kept aside (never summarised, always emitted first by the planner). Token counts are
+messages are kept aside (never summarized, always emitted first by the planner). Token counts are
 the cached ones; summaries are counted once as rendered messages.
 """
 

@@ -158,7 +158,7 @@ class ModelEntry:
 
 @dataclass(frozen=True)
 class SummarizerSettings:
-    """Optional separate summariser; `model=None` means the request's own model and upstream."""
+    """Optional separate summarizer; `model=None` means the request's own model and upstream."""
 
     model: str | None = None
     api_base: str | None = None

@@ -1,8 +1,8 @@
 """Which fallback level served each compaction step, read from the compaction events of a replay.
 
 A step is a committed compaction event. Its level, from the event's tier and level: `llm_normal`
-and `llm_aggressive` (a summariser other than the local ones wrote it), `extractive` (the local
-extractive summariser), `truncation` (a summary of head/tail excerpts), `forced_truncation` (the
+and `llm_aggressive` (a summarizer other than the local ones wrote it), `extractive` (the local
+extractive summarizer), `truncation` (a summary of head/tail excerpts), `forced_truncation` (the
 plan cut or dropped to fit the budget), `elision` (runs dropped behind one pointer line). Anything
 else is reported as `tier/level`, so a level the engine adds later still shows up.
 """

@@ -3,7 +3,7 @@
 A request is sent wherever the recording has an assistant message right after a user or tool
 message: the client sends everything before it, and the recorded assistant message is the reply.
 The run uses a real Store in a temporary directory, the model's own tokenizer and window, and a
-real summariser (`local/extractive` by default), exactly as the proxy would; no network.
+real summarizer (`local/extractive` by default), exactly as the proxy would; no network.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ REPLAY_TENANT = "bench"  # the throw-away store's only tenant
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    """How to replay: which model's tokenizer and price, which window, which summariser."""
+    """How to replay: which model's tokenizer and price, which window, which summarizer."""
 
     model: str = DEFAULT_MODEL
     window: int = DEFAULT_WINDOW

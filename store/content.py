@@ -62,7 +62,7 @@ def tool_calls(m: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def message_text(m: Mapping[str, Any]) -> str:
-    """The one text of a message, the same for the search index, the inspector, the summariser
+    """The one text of a message, the same for the search index, the inspector, the summarizer
     prompts and the verifier: content (every part type) then tool calls as `name(arguments)`."""
     pieces = [_joined(m.get("content"), _any_part_text)]
     for call in tool_calls(m):

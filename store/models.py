@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 MessageSource = Literal["client", "reply"]
 SummaryKind = Literal["leaf", "condensed"]
-# normal/aggressive: the LLM summariser's prompts; extractive: the local one; truncation: whole messages
+# normal/aggressive: the LLM summarizer's prompts; extractive: the local one; truncation: whole messages
 # kept, the rest behind one pointer line; elision (events only): request-time cuts in place.
 SummaryLevel = Literal["normal", "aggressive", "truncation", "extractive", "elision"]
 ViewItemKind = Literal["message", "summary"]
@@ -94,7 +94,7 @@ class SummaryRecord:
     last_seq: int
     source_message_ids: tuple[int, ...]  # direct sources when kind == "leaf"
     source_summary_ids: tuple[str, ...]  # direct sources when kind == "condensed"
-    model: str  # summariser model that wrote it (`local/extractive`, `local/truncation`, ...)
+    model: str  # summarizer model that wrote it (`local/extractive`, `local/truncation`, ...)
     prompt_version: str
     created_at: float = 0.0
 

@@ -101,11 +101,11 @@ class Metrics:
         self.compactions = _c("ctxproxy_compactions_total", "Compaction steps", reg,
                               ("tier", "level", "outcome"))
         self.summarizer_latency = Histogram("ctxproxy_summarizer_latency_seconds",
-                                            "Summariser call duration", registry=reg,
+                                            "Summarizer call duration", registry=reg,
                                             buckets=_LATENCY_BUCKETS)
-        self.summarizer_errors = _c("ctxproxy_summarizer_errors_total", "Failed summariser calls", reg)
+        self.summarizer_errors = _c("ctxproxy_summarizer_errors_total", "Failed summarizer calls", reg)
         self.circuit_state = Gauge("ctxproxy_summarizer_circuit_state",
-                                   "Worst summariser circuit among the breakers kept: 0 closed, "
+                                   "Worst summarizer circuit among the breakers kept: 0 closed, "
                                    "1 half-open, 2 open", registry=reg)
         self._circuits: dict[str, int] = {}  # circuits not closed: their state's level
         self.verification_rejections = _c("ctxproxy_verification_rejections_total",
@@ -189,7 +189,7 @@ class Metrics:
             self.verification_rejections.inc()
 
     def set_circuit_state(self, state: str, circuit: str = "") -> None:
-        """`closed`, `half-open`/`half_open` or `open` of one summariser circuit (a breaker); the gauge
+        """`closed`, `half-open`/`half_open` or `open` of one summarizer circuit (a breaker); the gauge
         shows the worst. Only circuits not closed are kept: a dropped breaker reports closed."""
         level = CIRCUIT_STATES[state]
         if level:

@@ -79,6 +79,6 @@ async def test_regenerated_reply_is_planned_over_the_existing_summaries(store: S
     assert regen.summary_ids and not regen.events and not regen.waited_on_summarizer
     assert regen.tokens_forwarded < first.tokens_forwarded
     assert list(regen.messages)[-1] == msgs[-1]
-    assert tenant.view(first.conversation_id) == view  # nothing re-summarised or saved
+    assert tenant.view(first.conversation_id) == view  # nothing re-summarized or saved
     assert len(tenant.summaries(first.conversation_id)) == summaries and summarizer.call_count == calls
     await engine.aclose()

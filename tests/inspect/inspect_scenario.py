@@ -120,7 +120,7 @@ def populate(ts: Any, tenant_id: str) -> Scenario:
     ts.record_event(_committed(cid, late))
     ts.record_event(CompactionEvent(conversation_id=cid, trigger="hard_budget", tier="leaf", level="normal",
                                     outcome="failed", summarizer_model="openai/gpt-4o-mini",
-                                    prompt_version="v1", error="summariser timed out after 60s"))
+                                    prompt_version="v1", error="summarizer timed out after 60s"))
     ts.save_view(ContextView(cid, 0, (ViewItem("message", "0"), ViewItem("summary", condensed.id),
                                       ViewItem("summary", late.id)), 34))
     for rec in (_forwarded(cid, 20, "a", 0, False, 10, 0, 600),

@@ -1,4 +1,4 @@
-"""The inspector over what the real engine wrote: drive the real app (local/extractive summariser,
+"""The inspector over what the real engine wrote: drive the real app (local/extractive summarizer,
 a 4096-token window, no background) with the official openai SDK until it compacts, then read the
 conversation back through /ui's JSON API."""
 
@@ -77,11 +77,11 @@ async def test_inspector_reads_engine_output(aiohttp_server: AiohttpServer, aioh
     assert all(p["tokens_forwarded"] <= p["budget"] for p in series)
     assert all(set(p["occupancy"]) == set(detail["occupancy"]["categories"]) for p in series)
     assert any(p["compacted"] for p in series) and detail["summaries"]["nodes"]
-    summarised = [r for r in detail["timeline"] if r["status"] == "summarised"]
-    assert summarised and detail["timeline"][-1]["status"] == "raw"
+    summarized = [r for r in detail["timeline"] if r["status"] == "summarised"]
+    assert summarized and detail["timeline"][-1]["status"] == "raw"
     assert {e["outcome"] for e in detail["events"]} >= {"committed"}
     covering = next(r["summary_id"] for r in detail["timeline"] if r["seq"] == 1)
-    assert covering is not None, "the planted early turn should be summarised"
+    assert covering is not None, "the planted early turn should be summarized"
     tree = await (await http.get(f"/ui/api/tenants/{conv['tenant_id']}/summaries/{covering}/expand",
                                  headers=headers)).json()
 

@@ -2,7 +2,7 @@
 
 One conversation's turns alternate between the replicas, then a burst of concurrent identical turns
 hits both, then one replica is SIGKILLed while its background compaction step waits on the
-summariser and the other takes the step over once the lease expires. After each: one conversation,
+summarizer and the other takes the step over once the lease expires. After each: one conversation,
 every message once, no summary stored twice, a view whose summaries never cover a message twice.
 """
 
@@ -25,7 +25,7 @@ from tests.fakes.upstream import FakeUpstream
 from tests.pg.replicas import (
     MODEL,
     Replica,
-    check_each_prompt_summarised_once,
+    check_each_prompt_summarized_once,
     check_one_clean_conversation,
     start_replica,
     wait_ready,
@@ -93,7 +93,7 @@ async def _alternate(pair: Pair, key: str) -> list[dict[str, Any]]:
     await _settle(pair.store, key)
     summaries = check_one_clean_conversation(pair.store, key, len(history))
     assert summaries, "the alternating conversation crossed the threshold: someone compacted it"
-    check_each_prompt_summarised_once(pair.summarizer)
+    check_each_prompt_summarized_once(pair.summarizer)
     return history
 
 
@@ -127,7 +127,7 @@ async def _burst(pair: Pair, key: str, history: list[dict[str, Any]]) -> None:
     history.append({"role": "assistant", "content": "ok"})
     await _settle(pair.store, key)
     check_one_clean_conversation(pair.store, key, len(history))
-    check_each_prompt_summarised_once(pair.summarizer)
+    check_each_prompt_summarized_once(pair.summarizer)
 
 
 async def test_two_replicas_share_one_conversation(pair: Pair) -> None:
@@ -141,7 +141,7 @@ async def test_a_replica_killed_mid_step_leaves_nothing_and_the_other_takes_over
     pair.summarizer.responder = summarizer_responder("slow", delay_s=8.0)
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
     i = 0
-    while not pair.summarizer.requests:  # turns on A until its background step calls the summariser
+    while not pair.summarizer.requests:  # turns on A until its background step calls the summarizer
         assert i < 40, "replica A never started a background step"
         await _turn(pair.a, key, history, i)
         i += 1

@@ -2,7 +2,7 @@
 planted facts, a corrected budget) alternates turn by turn between two real server processes and
 holds what it holds on one SQLite process (tests/e2e/test_replay.py): every forwarded request within
 the budget with its tool pairs intact, the planted facts and the corrected value in the final
-context, one stored copy of every message, and each chunk sent to the summariser once.
+context, one stored copy of every message, and each chunk sent to the summarizer once.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tests.e2e.test_replay import assert_facts_kept
 from tests.fakes.upstream import FakeUpstream, Reply
 from tests.pg.replicas import (
     Replica,
-    check_each_prompt_summarised_once,
+    check_each_prompt_summarized_once,
     check_one_clean_conversation,
     start_replica,
     wait_ready,
@@ -99,5 +99,5 @@ async def test_the_e2e_replay_alternating_between_two_replicas_holds(
         check_one_clean_conversation(store, KEY, len(history))
     finally:
         store.close()
-    check_each_prompt_summarised_once(summarizer)
+    check_each_prompt_summarized_once(summarizer)
 
