@@ -19,6 +19,7 @@ from typing import Any
 
 from bench import filler
 from bench.facts import PlantedFacts, draw_facts
+from compaction.types import Message
 from replay.records import Check, RecordedConversation, write_jsonl
 
 DEFAULT_TURNS = 150
@@ -53,7 +54,7 @@ class _Builder:
 
     rng: random.Random
     filler_tokens: int
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     calls: int = 0
 
     def user(self, text: str) -> None:

@@ -21,7 +21,6 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import structlog
 
@@ -47,7 +46,7 @@ from config.errors import StoreError, SummarizerError
 from config.settings import Settings
 from store.fastjson import dumps_sorted
 from store.interface import StoreBackend, TenantAccess
-from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
+from store.models import CompactionEvent, ContextView, ForwardedRecord, Message, StoredMessage
 from store.running_hashes import RunningHashes, exact_json
 
 log = structlog.get_logger(__name__)
@@ -66,7 +65,7 @@ class EarlyStart:
 
     sent: PreparedRequest
     resent: Resent
-    messages: list[dict[str, Any]]  # validated
+    messages: list[Message]  # validated
     expected: Expected
 
 
@@ -150,7 +149,7 @@ class Engine:
         RESENDS.keep(resent, expected, early_forward.passthrough(prepared, messages, turn, view_version))
         return prepared
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         """Store the provider's reply to the request's last message (counted once with the
         conversation model's tokenizer); a regenerated reply branches there (store/reply.py)."""
         if prepared.last_seq is None:
@@ -198,7 +197,7 @@ class Engine:
 
     # -- request path ---------------------------------------------------------------------------
 
-    async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[dict[str, Any]],
+    async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[Message],
                              counter: TokenCounter, early: EarlyForward | None) -> PreparedRequest | None:
         """Hand `early` the forwarded request when it is known before the bookkeeping (as `early`
         does on the HTTP loop, for a resend that `Engine.early` could not take); returns it."""
@@ -210,8 +209,8 @@ class Engine:
             await early(sent)
         return sent
 
-    def _context(self, turn: ChatTurn, messages: list[dict[str, Any]], keys: list[bytes | None],
-                 counts: Callable[[dict[str, Any]], int]) -> RequestContext:
+    def _context(self, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
+                 counts: Callable[[Message], int]) -> RequestContext:
         counter = TokenCounter.for_model(turn.model)  # loaded by prepare, off the loop
         client_tools = counter.count_tools(turn.tools)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, client_tools))
@@ -412,13 +411,13 @@ def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     return replace(wv, view=view, latest_version=view.version)
 
 
-async def precounted(counter: TokenCounter, messages: list[dict[str, Any]],
-                     encoded: bytes | None = None) -> Callable[[dict[str, Any]], int]:
+async def precounted(counter: TokenCounter, messages: list[Message],
+                     encoded: bytes | None = None) -> Callable[[Message], int]:
     """The token counter ingest uses; for a large request every message is counted in a worker
     thread first (tokenising megabytes would stall the loop), a small one is counted as stored.
     `encoded`: the messages' UTF-8 JSON, when known: no longer than PRECOUNT_CHARS, their text is
     shorter still (a character is at least a byte there), so it is not measured."""
-    def count(m: dict[str, Any]) -> int:
+    def count(m: Message) -> int:
         return counter.count_message(strip_private_fields(m))
 
     small_text = encoded is not None and len(encoded) < PRECOUNT_CHARS
@@ -428,7 +427,7 @@ async def precounted(counter: TokenCounter, messages: list[dict[str, Any]],
     return lambda m: counts[id(m)] if id(m) in counts else count(m)
 
 
-def _text_chars(messages: list[dict[str, Any]]) -> int:
+def _text_chars(messages: list[Message]) -> int:
     total = 0
     for m in messages:
         content = m.get("content")
@@ -452,7 +451,7 @@ def recounted(stored_model: str, messages: Sequence[StoredMessage],
                  for m in messages)
 
 
-def prefix_hashes(messages: tuple[dict[str, Any], ...], known: Mapping[int, bytes | None] | None = None,
+def prefix_hashes(messages: tuple[Message, ...], known: Mapping[int, bytes | None] | None = None,
                   conversation_id: str | None = None) -> tuple[str, ...]:
     """Running sha256 per forwarded message: equal prefixes give equal leading hashes (memoised per
     message: a resent history's forwarded list is mostly the previous one's, the conversation's last
@@ -467,7 +466,7 @@ def prefix_hashes(messages: tuple[dict[str, Any], ...], known: Mapping[int, byte
     return tuple(_FORWARDED.over(messages, keys=keys, run=conversation_id))
 
 
-def _forwarded_step(previous: str, message: dict[str, Any]) -> str:
+def _forwarded_step(previous: str, message: Message) -> str:
     # sorted keys, compact, unicode kept (fastjson: json's exact bytes)
     return hashlib.sha256(previous.encode() + dumps_sorted(message)).hexdigest()
 

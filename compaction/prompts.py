@@ -7,12 +7,11 @@ compaction event, so a summary can be traced to the prompt that wrote it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from compaction.redact import redact
 from compaction.types import PromptLevel, SummaryRequest
 from store.content import message_text
-from store.models import StoredMessage, SummaryKind, SummaryRecord
+from store.models import Message, StoredMessage, SummaryKind, SummaryRecord
 
 PROMPT_VERSION = "2026-12-01.1"
 SECTIONS = ("Intent", "Decisions", "Files and artifacts", "Errors and fixes",
@@ -91,7 +90,7 @@ def summary_open_tag(record: SummaryRecord) -> str:
 
 
 def render_summary_message(record: SummaryRecord, *, tools_offered: bool,
-                           expand_tool_name: str) -> dict[str, Any]:
+                           expand_tool_name: str) -> Message:
     """The system message standing in for a summary's sources in the forwarded context.
 
     The retrieval hint, and the stored summary's "Expand for details about:" line, appear only when

@@ -7,6 +7,7 @@ from typing import Any, Literal, Protocol
 
 from config.settings import CompactionSettings, LiteLLMParams
 from store.models import CompactionEvent
+from store.models import Message as Message  # re-exported: the one message type
 
 PromptLevel = Literal["normal", "aggressive"]  # the two LLM summarizer prompts, tried in this order
 CircuitState = Literal["closed", "half_open", "open"]
@@ -35,7 +36,7 @@ class ChatTurn:
     upstream: LiteLLMParams  # resolved model entry params
     settings: CompactionSettings  # global settings merged with the model entry's overrides
     context_window: int
-    messages: tuple[dict[str, Any], ...]  # as received (may carry `pinned`)
+    messages: tuple[Message, ...]  # as received (may carry `pinned`)
     tools: tuple[dict[str, Any], ...] = ()
     max_reply_tokens: int | None = None  # max_tokens / max_completion_tokens
     external_conversation_id: str | None = None  # X-Conversation-Id
@@ -80,7 +81,7 @@ class PreparedRequest:
     """What the proxy forwards, plus what it reports about it."""
 
     conversation_id: str
-    messages: tuple[dict[str, Any], ...]  # the forwarded list: validated, within budget, `pinned` stripped
+    messages: tuple[Message, ...]  # the forwarded list: validated, within budget, `pinned` stripped
     tools: tuple[dict[str, Any], ...]  # the client's tools (recall tools are added by the proxy)
     tokens_received: int  # the client's full request, counted
     tokens_forwarded: int

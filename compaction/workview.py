@@ -12,17 +12,17 @@ import itertools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import cast
 
 from compaction.raw_runs import RAW_RUNS
 from compaction.selection import Entry
 from compaction.toolpairs import SYSTEM_ROLES
 from store.interface import TenantAccess
-from store.models import Anchor, ContextView, StoredMessage, SummaryRecord, ViewItem
+from store.models import Anchor, ContextView, Message, StoredMessage, SummaryRecord, ViewItem
 
 _SEQ: Callable[[StoredMessage], int] = operator.attrgetter("seq")
-RenderSummary = Callable[[SummaryRecord], dict[str, Any]]
-CountMessage = Callable[[dict[str, Any]], int]
+RenderSummary = Callable[[SummaryRecord], Message]
+CountMessage = Callable[[Message], int]
 
 
 @dataclass(frozen=True)

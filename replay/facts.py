@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from replay.checks import Message, context_text, synthetic_messages
+from compaction.types import Message
+from replay.checks import context_text, synthetic_messages
 from replay.needed_later.texts import readable_text
 from replay.records import Check
 from store.content import message_text

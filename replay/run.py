@@ -18,7 +18,7 @@ from typing import Any
 from compaction import recall
 from compaction.engine import Engine
 from compaction.tokens import TokenCounter
-from compaction.types import ChatTurn, PreparedRequest, Summarizer, SummarizerChoice
+from compaction.types import ChatTurn, Message, PreparedRequest, Summarizer, SummarizerChoice
 from config.errors import CtxProxyError
 from config.settings import (
     LOCAL_EXTRACTIVE,
@@ -36,7 +36,6 @@ from store.factory import open_store
 from store.interface import TenantAccess
 from store.models import CompactionEvent, SummaryRecord
 
-Message = dict[str, Any]
 ProgressHook = Callable[[int, int], None]  # (requests done, requests total)
 
 
@@ -116,7 +115,7 @@ class _EngineRun:
                         messages=tuple(self.conv.messages[:k]), tools=tuple(self.conv.tools),
                         offer_recall=offer)
 
-    def forwarded_tools(self, prepared: PreparedRequest) -> list[Message]:
+    def forwarded_tools(self, prepared: PreparedRequest) -> list[dict[str, Any]]:
         """The tools the proxy would send: the client's, plus recall tools when it offers them."""
         extra = recall.tool_schemas(self.recall) if recall.should_offer(prepared, self.recall) else []
         return list(self.conv.tools) + extra

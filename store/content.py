@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from store.models import Message
+
 TOOL_RESULT_NOTE = "tool result payload omitted on purpose; re-run the tool if you need it"
 _MAX_INLINE_URI = 256  # data: URIs longer than this are abbreviated in expand output
 
@@ -97,7 +99,7 @@ def _media_uri(part: Mapping[str, Any]) -> str | None:
     return None
 
 
-def media_parts(m: dict[str, Any]) -> list[dict[str, Any]]:
+def media_parts(m: Message) -> list[dict[str, Any]]:
     """Media referenced by content parts, as {type: 'media', media_type, uri}."""
     content = m.get("content")
     if not isinstance(content, list):

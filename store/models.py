@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
+# One chat message: an OpenAI chat-completions message object (role, content, tool_calls, ...) kept as
+# the parsed JSON the client sent, so nothing in it is lost. Every package uses this one name.
+Message = dict[str, Any]
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 MessageSource = Literal["client", "reply"]
 SummaryKind = Literal["leaf", "condensed"]
@@ -43,7 +46,7 @@ class StoredMessage:
     conversation_id: str
     seq: int  # 0-based position in the conversation
     role: str
-    message: dict[str, Any]  # lossless original JSON object, minus ctxproxy's own `pinned` field
+    message: Message  # lossless original JSON object, minus ctxproxy's own `pinned` field
     token_count: int  # counted once with the conversation model's tokenizer, framing included
     chain_hash: str  # hash over (previous chain_hash, normalised message): conversation identity
     content_hash: str  # hash of the normalised message alone

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from compaction.types import Message
 from replay.needed_later.placeholders import has_marker
 from replay.needed_later.texts import occurs, readable_text
 from store.content import content_text
 
-Message = Mapping[str, Any]
 OriginKind = Literal["raw", "summary", "anchors", "system"]
 Mechanism = Literal["cut", "dropped_raw", "dropped_summary", "summarised_without_it",
                     "summarised_at_truncation_level", "condensed_without_it", "forwarded_unmatched"]

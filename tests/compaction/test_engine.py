@@ -12,7 +12,7 @@ import pytest
 
 from compaction.engine import Engine
 from compaction.steps import LANDING_TOLERANCE_PERCENT
-from compaction.types import ChatTurn, SummarizerChoice
+from compaction.types import ChatTurn, Message, SummarizerChoice
 from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
 from store.store import Store
@@ -37,7 +37,7 @@ def make_engine(store: Store, summarizer: ScriptedSummarizer) -> Engine:
     return Engine(store, settings, lambda turn: SummarizerChoice(summarizer, {"model": summarizer.name}))
 
 
-def turn(messages: list[dict[str, Any]], window: int = 8_000, **kw: Any) -> ChatTurn:
+def turn(messages: list[Message], window: int = 8_000, **kw: Any) -> ChatTurn:
     return ChatTurn("tenant-a", MODEL, LiteLLMParams("openai/" + MODEL), kw.pop("settings", SMALL),
                     window, tuple(messages), **kw)
 

@@ -13,6 +13,7 @@ from compaction.extractive import parse_blocks
 from compaction.prompts import EXPAND_LINE_PREFIX, SECTIONS, build_source_text
 from compaction.summarizers import ExtractiveSummarizer
 from compaction.tokens import TokenCounter
+from compaction.types import Message
 from compaction.verify import verify_summary
 from store.models import StoredMessage
 
@@ -21,7 +22,7 @@ COUNTER = TokenCounter.for_model("gpt-4o")
 
 def stored(seq: int, role: str, content: str = "",
            calls: list[tuple[str, dict[str, Any]]] | None = None) -> StoredMessage:
-    message: dict[str, Any] = {"role": role, "content": content}
+    message: Message = {"role": role, "content": content}
     if calls:
         message["tool_calls"] = [{"id": f"c{seq}{i}", "type": "function",
                                   "function": {"name": name, "arguments": json.dumps(args)}}

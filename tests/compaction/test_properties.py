@@ -21,6 +21,7 @@ from compaction.selection import Entry, fresh_tail_start, last_user_index, spans
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES, group_messages, is_derived, validate_outgoing
 from compaction.truncate import fit
+from compaction.types import Message
 from config.errors import InvalidRequestError
 from tests.compaction.conftest import MODEL, asst, tool, user
 
@@ -50,7 +51,7 @@ def turn(draw: st.DrawFn, index: int) -> list[dict[str, Any]]:
 
 @st.composite
 def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = []
+    msgs: list[Message] = []
     if draw(st.booleans()):
         msgs.append({"role": "system", "content": draw(text(60))})
     for i in range(draw(st.integers(1, 8))):
@@ -62,7 +63,7 @@ def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
     return msgs
 
 
-def _plan_inputs(msgs: list[dict[str, Any]], summarize_first: int) -> tuple[list[SystemMessage], list[Entry]]:
+def _plan_inputs(msgs: list[Message], summarize_first: int) -> tuple[list[SystemMessage], list[Entry]]:
     clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
     system = [SystemMessage(m, COUNTER.count_message(m), str(i), i)
               for i, m in enumerate(clean) if m["role"] in SYSTEM_ROLES]
@@ -105,7 +106,7 @@ def _fit(plan: Plan, offered: bool, policy: str) -> Plan:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversation(), st.integers(300, 6_000), st.integers(0, 400), st.integers(0, 12),
        st.booleans(), st.sampled_from(["reject", "truncate"]))
-def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[dict[str, Any]], budget: int,
+def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[Message], budget: int,
                                                        tools_tokens: int, summarize_first: int,
                                                        offered: bool, policy: str) -> None:
     clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
@@ -160,7 +161,7 @@ def assert_no_husks(plan: Plan, out: Plan) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(conversation(), st.integers(1, 40), st.integers(50, 5_000))
-def test_the_fresh_tail_is_whole_groups_within_its_share(msgs: list[dict[str, Any]], count: int,
+def test_the_fresh_tail_is_whole_groups_within_its_share(msgs: list[Message], count: int,
                                                         max_tokens: int) -> None:
     _, entries = _plan_inputs(msgs, 0)
     start = fresh_tail_start(entries, count, max_tokens)

@@ -14,7 +14,7 @@ from compaction import recall
 from compaction.budget import MIN_LEAF_CHUNK_TOKENS, Budget
 from compaction.engine import Engine
 from compaction.tokens import TokenCounter
-from compaction.types import SummarizerChoice
+from compaction.types import Message, SummarizerChoice
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, RecallSettings, Settings
 from store.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, user
@@ -79,7 +79,7 @@ async def test_a_step_that_finds_nothing_to_prepare_quiets_the_conversation_unti
     msgs = history(23, words=150)
     tenant = engine.store.for_tenant("tenant-a")
 
-    async def turn_after(messages: list[dict[str, Any]]) -> bool:
+    async def turn_after(messages: list[Message]) -> bool:
         t = turn(messages, window=WINDOW, settings=settings)
         prepared = await engine.prepare(t)
         engine.record_reply(prepared, t, asst("noted"))

@@ -10,6 +10,7 @@ import pytest
 
 from compaction import workview
 from compaction.engine import Engine
+from compaction.types import Message
 from config.settings import StoreSettings
 from store.models import AnchorDraft, ContextView, SummaryDraft, SummaryRecord, ViewItem
 from store.store import Store, TenantStore
@@ -29,7 +30,7 @@ def _render(record: SummaryRecord) -> dict[str, Any]:
     return {"role": "user", "content": record.content}
 
 
-def _count(message: dict[str, Any]) -> int:
+def _count(message: Message) -> int:
     return len(str(message.get("content")))
 
 

@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from pytest_aiohttp import AiohttpClient, AiohttpServer
 
+from compaction.types import Message
 from config.settings import (
     CompactionSettings,
     LiteLLMParams,
@@ -49,7 +50,7 @@ async def test_inspector_reads_engine_output(aiohttp_server: AiohttpServer, aioh
                                              fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     app = create_app(engine_settings(fake_upstream.url, tmp_path))
     server = await aiohttp_server(app)
-    history: list[dict[str, Any]] = [{"role": "system", "content": "You are a release engineer."},
+    history: list[Message] = [{"role": "system", "content": "You are a release engineer."},
                                      {"role": "user", "content": PLANTED + "."},
                                      {"role": "assistant", "content": "Noted."}]
     client = openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key="sk-engine-0123456789",

@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from compaction.toolpairs import pairing_violations
+from compaction.types import Message
 from config.settings import StoreSettings
 from store.postgres.store import PgStore
 from tests.e2e.conversation import Conversation, generate
@@ -66,7 +67,7 @@ async def _replay_alternating(a: Replica, b: Replica, model: FakeUpstream, conv:
     """Each turn on the other replica, the client resending its whole history, as an agent does."""
     clients = [openai.AsyncOpenAI(base_url=r.base_url + "/v1", api_key=KEY, max_retries=0, timeout=120)
                for r in (a, b)]
-    history: list[dict[str, Any]] = [conv.system]
+    history: list[Message] = [conv.system]
     try:
         for i, step in enumerate(conv.steps[:TURNS]):
             history += [dict(m) for m in step.client]
