@@ -3,7 +3,7 @@
 `total = context_window - reserve_for_reply - safety_margin` is the usable input budget; tool
 schemas (the client's and the recall tools, when offered) are part of it, so the messages get
 `messages = total - tools_tokens`. The threshold (background preparation starts), the preparation
-level (how far prepared summaries reach) and the target (where a step lands, raw messages filling the
+limit (how far prepared summaries reach) and the target (where a step lands, raw messages filling the
 rest) are percentages of `total`, the usable input budget (not of the raw window).
 """
 
@@ -75,7 +75,7 @@ class Budget:
         return self.total * self.target_percent // 100
 
     @property
-    def prepare_level(self) -> int:
+    def prepare_limit(self) -> int:
         """Background steps prepare summaries until substituting them all would reach this."""
         return self.total * self.prepare_percent // 100
 
@@ -98,10 +98,10 @@ class Budget:
     def anchor_max(self) -> int:
         return self.total * self.anchor_max_percent // 100
 
-    def summary_target(self, settings: CompactionSettings, tier: SummaryKind, input_tokens: int) -> int:
-        """Tokens asked of a `tier` summary of `input_tokens`: the configured size scaled to the
+    def summary_target(self, settings: CompactionSettings, kind: SummaryKind, input_tokens: int) -> int:
+        """Tokens asked of a `kind` summary of `input_tokens`: the configured size scaled to the
         window and at most a third of the input, so a committed summary really shrinks the context."""
-        configured, divisor = ((settings.leaf_target_tokens, LEAF_TARGET_DIVISOR) if tier == "leaf"
+        configured, divisor = ((settings.leaf_target_tokens, LEAF_TARGET_DIVISOR) if kind == "leaf"
                                else (settings.condensed_target_tokens, CONDENSED_TARGET_DIVISOR))
         scaled = min(configured, self.total // divisor, input_tokens // INPUT_DIVISOR)
         return max(MIN_SUMMARY_TARGET, scaled)

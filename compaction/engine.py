@@ -241,8 +241,8 @@ class Engine:
         return _Outcome(plan, tuple(events), waited, forced, wv.latest_version)
 
     async def _request_step(self, ctx: RequestContext) -> tuple[WorkingView, list[CompactionEvent], bool]:
-        """A step on the request path: to the target in normal mode, then (still over) to the budget
-        in hard mode; LLM levels only until the deadline. Saves the view it lands on."""
+        """A step on the request path: to the target before the fresh tail, then (still over) to
+        the budget into it; LLM levels only until the deadline. Saves the view it lands on."""
         deadline = Deadline.after(ctx.turn.settings.sync_deadline_s)
         lock = self._lock(ctx.conversation_id)
         contended = lock.locked()
@@ -259,15 +259,15 @@ class Engine:
     async def _compact_request(self, ctx: RequestContext,
                                deadline: Deadline) -> tuple[WorkingView, list[CompactionEvent]]:
         """Load the newest view (another step may have just saved one); when the request is still
-        over budget, compact: to the target in normal mode, then to the budget in hard mode."""
+        over budget, compact: to the target before the fresh tail, then to the budget into it."""
         loaded = wv = self._load(ctx)
         events: list[CompactionEvent] = []
         if measure_request(ctx, wv) > ctx.budget.total:
             pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
-            wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, mode="normal",
+            wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
                                                    ceiling=ctx.budget.total)
             if measure_request(ctx, wv) > ctx.budget.total:
-                wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, mode="hard")
+                wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, reach="into_tail")
                 events += more
         if wv.entries != loaded.entries:
             wv = save_view(ctx.tenant, wv)
@@ -339,7 +339,8 @@ class Engine:
 
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
         """`threshold`: prepare summaries until substituting them all would reach the preparation
-        level, leaving the view alone. `manual`: compact as far as normal passes go, save the view."""
+        limit, leaving the view alone. `manual`: compact as far as passes before the fresh tail go, save
+        the view."""
         counter = TokenCounter.for_model(turn.model)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, counter.count_tools(turn.tools)))
         pctx = self._pass_context(turn, budget, trigger, None, Deadline.never())
@@ -348,11 +349,11 @@ class Engine:
         wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
                            count=counter.count_recurring, messages=stored)
         if trigger == "manual":
-            new, events = await steps.compact_until(pctx, wv, 0, mode="normal")
+            new, events = await steps.compact_until(pctx, wv, 0, reach="before_tail")
             if new.entries != wv.entries:
                 save_view(tenant, new)
         else:
-            _, events = await steps.compact_until(pctx, wv, budget.prepare_level, mode="normal")
+            _, events = await steps.compact_until(pctx, wv, budget.prepare_limit, reach="before_tail")
         failed = [e for e in events if e.outcome == "failed"]
         if failed:
             raise SummarizerError(f"compaction step failed: {failed[-1].error}",  # retried in background

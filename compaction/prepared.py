@@ -50,12 +50,12 @@ class Prepared:
         protected = protected_indices(entries)
         for cand in candidates:
             first = entries[cand.chunk[0]]
-            options = (self._leaf.get(first.message_id or -1, []) if cand.tier == "leaf"
+            options = (self._leaf.get(first.message_id or -1, []) if cand.kind == "leaf"
                        else self._condensed.get(first.ref, []))
             for record in options:
                 if record.id in in_view or record.id in self._discarded:
                     continue
-                chunk = (leaf_fit(entries, record, protected) if cand.tier == "leaf"
+                chunk = (leaf_fit(entries, record, protected) if cand.kind == "leaf"
                          else condensed_fit(entries, record))
                 if chunk is not None:
                     return chunk, record

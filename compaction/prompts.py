@@ -64,7 +64,7 @@ _KIND_INTRO = {
 
 
 def system_prompt(kind: SummaryKind, level: PromptLevel) -> str:
-    """The summarizer's system prompt for a tier (leaf/condensed) and escalation level."""
+    """The summarizer's system prompt for a kind (leaf/condensed) and escalation level."""
     return "\n\n".join([
         "You compact conversation history for a proxy that keeps the full history elsewhere.",
         _KIND_INTRO[kind], _LEVEL_FOCUS[level], _EXTRACTIVE_RULES, _FORMAT_RULES])

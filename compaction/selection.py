@@ -5,7 +5,7 @@ system/developer messages excluded (they are never summarized and the planner al
 first, in their original order). Entries sharing a `group` are an atomic tool round.
 
 - protected: the last user message (wherever it sits: in an agent loop it is the task, far back)
-  and the newest group stay raw in every mode; the last user message ends a leaf run, in place.
+  and the newest group stay raw at every reach; the last user message ends a leaf run, in place.
 - fresh tail: the newest whole groups, up to `fresh_tail_count` messages and `fresh_tail_max`
   tokens (the newest group always, even alone over the cap); it never reaches past a summary. It is
   not "everything since the last user message": agent loops have one user message and hundreds of

@@ -11,9 +11,9 @@ from store.models import Message as Message  # re-exported: the one message type
 
 PromptLevel = Literal["normal", "aggressive"]  # the two LLM summarizer prompts, tried in this order
 CircuitState = Literal["closed", "half_open", "open"]
-# normal: only before the fresh tail; hard: the tail shrinks to the newest group (the last user
-# message stays raw in both).
-PassMode = Literal["normal", "hard"]
+# How far into the view a step may compact: before_tail leaves the fresh tail raw; into_tail lets the
+# tail shrink to the newest group (the last user message stays raw at both).
+Reach = Literal["before_tail", "into_tail"]
 LevelRejection = Literal["error", "timeout", "deadline", "empty", "not_shorter", "too_long", "unverified"]
 
 

@@ -170,11 +170,11 @@ class ContextView:
 
 @dataclass(frozen=True)
 class CompactionEvent:
-    """Provenance of one compaction step: enough to trace and reproduce it."""
+    """Provenance of one compaction pass (or of a request's truncation): enough to trace and reproduce it."""
 
     conversation_id: str
-    trigger: Literal["threshold", "hard_budget", "manual"]
-    tier: Literal["leaf", "condensed", "truncation"]
+    trigger: Literal["threshold", "hard_budget", "manual"]  # why the step holding this pass ran
+    tier: Literal["leaf", "condensed", "truncation"]  # the kind compacted (stored and labelled `tier`)
     level: SummaryLevel
     outcome: Literal["committed", "rejected", "failed", "skipped"]
     summarizer_model: str

@@ -98,7 +98,7 @@ class Metrics:
         self.tokens_received = _c("ctxproxy_tokens_received_total", "Tokens in client requests", reg)
         self.tokens_forwarded = _c("ctxproxy_tokens_forwarded_total", "Tokens forwarded upstream", reg)
         self.tokens_saved = _c("ctxproxy_tokens_saved_total", "Received minus forwarded tokens", reg)
-        self.compactions = _c("ctxproxy_compactions_total", "Compaction steps", reg,
+        self.compactions = _c("ctxproxy_compactions_total", "Compaction events: passes and truncations", reg,
                               ("tier", "level", "outcome"))
         self.summarizer_latency = Histogram("ctxproxy_summarizer_latency_seconds",
                                             "Summarizer call duration", registry=reg,
@@ -155,7 +155,7 @@ class Metrics:
         """Token, unused-budget, prefix-stability and forced-truncation figures of one PreparedRequest
         (`early`: handed over before its bookkeeping, compaction/early_forward.py).
 
-        Its compaction steps are counted by the engine's observer (proxy/observability/observer.py), like
+        Its compaction events are counted by the engine's observer (proxy/observability/observer.py), like
         background ones, so they are not counted here again.
         """
         if early:
@@ -173,7 +173,7 @@ class Metrics:
                 self.prefix_stable.inc()
 
     def observe_compaction(self, event: CompactionEvent) -> None:
-        """One compaction step (synchronous or background)."""
+        """One compaction event: a pass (in a request's step or a background one) or a truncation."""
         self.compactions.labels(tier=event.tier, level=event.level, outcome=event.outcome).inc()
         if event.anchors_added:
             self.anchors_extracted.inc(len(event.anchors_added))

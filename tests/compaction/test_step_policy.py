@@ -1,5 +1,5 @@
 """Compaction steps land where the policy says: summaries shrink the context, a background step
-prepares summaries down to the preparation level without moving the view, and the engine counts
+prepares summaries down to the preparation limit without moving the view, and the engine counts
 exactly what it forwards."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ async def test_background_step_prepares_down_to_its_level_and_leaves_the_view(en
 async def test_a_step_that_finds_nothing_to_prepare_quiets_the_conversation_until_it_grows(
         engine: Engine) -> None:
     """Every turn of a prepared conversation stays over the threshold; a background step that finds
-    the preparation level reached already is not run again until a leaf chunk's worth arrives."""
+    the preparation limit reached already is not run again until a leaf chunk's worth arrives."""
     settings = replace(DEFAULTS, fresh_tail_max_percent=25)
     msgs = history(23, words=150)
     tenant = engine.store.for_tenant("tenant-a")
