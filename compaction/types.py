@@ -29,7 +29,8 @@ class Credentials:
 
 @dataclass(frozen=True)
 class ChatTurn:
-    """One incoming chat request, as the engine needs it (validated by compaction.messages)."""
+    """One incoming chat request as the engine's input (validated by compaction.messages); the proxy
+    keeps it as `Turn.turn` (proxy/server/chat.py) and the engine answers it with a PreparedRequest."""
 
     tenant_id: str
     model: str  # what the client asked for
@@ -78,7 +79,7 @@ class Occupancy:
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """What the proxy forwards, plus what it reports about it."""
+    """The engine's answer to one ChatTurn: what the proxy forwards, plus what it reports about it."""
 
     conversation_id: str
     messages: tuple[Message, ...]  # the forwarded list: validated, within budget, `pinned` stripped

@@ -28,7 +28,7 @@ _SEQ = operator.attrgetter("seq")
 
 @dataclass(frozen=True)
 class RequestContext:
-    """Everything one request's planning needs, computed once."""
+    """The engine's working inputs for one ChatTurn (messages, budget, keys), computed once."""
 
     turn: ChatTurn
     messages: list[Message]  # validated request body (may carry `pinned`)

@@ -58,8 +58,9 @@ class InlineRunner:
 
 @dataclass(frozen=True)
 class Preparing:
-    """The request to forward; `settled` is its full preparation, still running on the engine thread
-    when the engine handed the request over early (compaction/early_forward.py)."""
+    """The engine thread's handover of one request: `request`, the PreparedRequest to forward now;
+    `settled`, its full preparation, still running when the engine handed it over early
+    (compaction/early_forward.py)."""
 
     request: PreparedRequest
     settled: concurrent.futures.Future[PreparedRequest] | None = None

@@ -49,7 +49,8 @@ SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Contro
 
 @dataclass
 class Turn:
-    """Everything one request carries between the steps below."""
+    """The proxy's state for one client request (any of the three APIs), passed between the stages
+    below: the engine's input (`turn`, a ChatTurn), its answer (`prepared`) and what goes upstream."""
 
     request: web.Request
     started: float
