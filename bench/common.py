@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compaction.types import Message
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import aiohttp  # noqa: E402
@@ -54,7 +56,7 @@ def fmt_ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}x"
 
 
-def history(target_tokens: int, tag: str = "") -> list[dict[str, Any]]:
+def history(target_tokens: int, tag: str = "") -> list[Message]:
     """A deterministic conversation of about `target_tokens` tokens (counted with the real tokenizer).
 
     `tag` goes into the system prompt so several histories of one size are distinct conversations.
@@ -64,11 +66,11 @@ def history(target_tokens: int, tag: str = "") -> list[dict[str, Any]]:
 
 
 @functools.lru_cache(maxsize=16)
-def _history(target_tokens: int, tag: str) -> tuple[dict[str, Any], ...]:
+def _history(target_tokens: int, tag: str) -> tuple[Message, ...]:
     from compaction.tokens import TokenCounter
 
     counter = TokenCounter.for_model(MODEL)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": f"You are a build assistant.{tag}"}]
+    messages: list[Message] = [{"role": "system", "content": f"You are a build assistant.{tag}"}]
     total, i = counter.count_message(messages[0]), 0
     while total < target_tokens:
         words = min(150, max(8, (target_tokens - total) // 2))

@@ -2,7 +2,7 @@
 
 Replays the real agent sessions, the agent-loop set and the planted-fact set (bench/eval_sets.py)
 request by request: ctxproxy (the real engine and store, with `local/extractive` and with fake LLM
-summarisers that fail or return garbage half the time, and more adversarial fakes on the planted
+summarizers that fail or return garbage half the time, and more adversarial fakes on the planted
 set) against the baselines. Prints the tables, writes bench/out/eval.json, regenerates the eval
 section of docs/results.md, and exits 1 when the gate fails (`failures`).
 """

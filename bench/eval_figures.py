@@ -6,7 +6,7 @@ Definitions (docs/results.md repeats them):
 - placeholders: placeholder tokens / forwarded tokens over the over-window requests
   (replay/needed_later/placeholders.py);
 - unused budget: mean over over-window requests of (budget - forwarded) / budget;
-- steps: committed compaction steps by fallback level (replay/fallback.py), read from the replay
+- steps: committed compaction passes by fallback level (replay/fallback.py), read from the replay
   store's compaction events;
 - planted needed later: planted facts present at the request whose reply uses them (generated sets).
 """

@@ -1,6 +1,6 @@
 """The `make eval` gate: every reason the run exits 1, one line each.
 
-A ctxproxy row (any set, any summariser) fails when a request is over budget, tool pairing breaks,
+A ctxproxy row (any set, any summarizer) fails when a request is over budget, tool pairing breaks,
 an invented fact is forwarded, an error occurs, or placeholders reach PLACEHOLDER_LIMIT of the
 forwarded tokens; on a real session, when it keeps less of what the agent needed later than the
 sliding window (retention at k=1 or k=3); on the planted set, when a planted fact is missing from

@@ -45,7 +45,7 @@ class Job:
 
     set_name: SetName
     conv: RecordedConversation
-    strategy: str  # a baseline name, `ctxproxy` or `ctxproxy+<fake summariser>`
+    strategy: str  # a baseline name, `ctxproxy` or `ctxproxy+<fake summarizer>`
     options: ReplayOptions
 
 
@@ -63,7 +63,7 @@ class SetSpec:
 
 
 def strategies(set_name: SetName) -> list[str]:
-    """Every strategy a set runs: ctxproxy, ctxproxy with each fake summariser, the baselines."""
+    """Every strategy a set runs: ctxproxy, ctxproxy with each fake summarizer, the baselines."""
     return [CTXPROXY, *(f"{CTXPROXY}+{f}" for f in ENGINE_FAKES[set_name]), *BASELINES[set_name]]
 
 

@@ -1,6 +1,6 @@
 """The planted facts of one generated conversation, drawn deterministically from a seeded RNG.
 
-Seed 002 measures retention with concrete facts planted early and asked about late; seed 003 adds
+Retention is measured with concrete facts planted early and asked about late, with
 near-identical file names, corrections, pending approvals and discarded hypotheses. Each fact is a
 verbatim string that a check looks for in the final forwarded context.
 """

@@ -1,5 +1,5 @@
-"""Adversarial summarisers for the evaluation: ctxproxy must keep every fact and forward no invention
-whatever its summariser does (design: escalation and verification).
+"""Adversarial summarizers for the evaluation: ctxproxy must keep every fact and forward no invention
+whatever its summarizer does (the fallback chain and the verifier see to it).
 
 All implement the `compaction.types.Summarizer` protocol; the well-behaved part is delegated to the
 real `ExtractiveSummarizer`, so each fake differs from production in exactly one way.
@@ -67,7 +67,7 @@ class FailingSummarizer:
     name = "fake/failing"
 
     async def complete(self, request: SummaryRequest) -> str:
-        raise SummarizerError("fake/failing: the summariser is down")
+        raise SummarizerError("fake/failing: the summarizer is down")
 
 
 # A summary of invented facts in the shapes the agent-loop generator uses (none occurs in any

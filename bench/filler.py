@@ -1,7 +1,7 @@
 """Low-signal text for generated conversations: chit-chat turns and large tool outputs.
 
 Filler deliberately carries no planted fact, so that a strategy keeping only recent turns keeps
-filler and loses the facts (seed 002: age is not signal).
+filler and loses the facts (an old fact is not a less useful one).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 `python -m bench.generator --count 6 --turns 150 --seed 7 -o out.jsonl` writes one conversation per
 line: `{"id", "messages", "tools", "checks": [{"kind", "fact", "must_be_current", "stale_values",
-"distractors"}]}`. Facts are planted early (seed 002) and never repeated late, so only a strategy that
+"distractors"}]}`. Facts are planted early and never repeated late, so only a strategy that
 really retains them passes; corrections, a near-identical file name, a pending approval and a
-discarded hypothesis follow seed 003's testing advice.
+discarded hypothesis test what a careless summary gets wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from bench import filler
 from bench.facts import PlantedFacts, draw_facts
+from compaction.types import Message
 from replay.records import Check, RecordedConversation, write_jsonl
 
 DEFAULT_TURNS = 150
@@ -53,7 +54,7 @@ class _Builder:
 
     rng: random.Random
     filler_tokens: int
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     calls: int = 0
 
     def user(self, text: str) -> None:

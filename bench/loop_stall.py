@@ -1,10 +1,10 @@
 """How long the proxy's event loop is held while a first compaction and a large request are in flight.
 
-One process: the proxy (create_app), a fake model upstream and a fake LLM summariser upstream
+One process: the proxy (create_app), a fake model upstream and a fake LLM summarizer upstream
 (answers after --summarizer-delay seconds) share one loop with a watcher that sleeps 10 ms and
 records how late it wakes (the time every other request, /healthz included, waits extra), plus a
 /healthz poller. Scenario, right after start-up: a request over its 12k-token window (a first,
-synchronous compaction: the first summariser call) and a request of --mb megabytes of text for a
+synchronous compaction: the first summarizer call) and a request of --mb megabytes of text for a
 large-window model, both in flight together. Prints loop-lag and /healthz percentiles in ms.
 
     python -m bench.loop_stall [--mb 10] [--summarizer-delay 0.5]
@@ -106,7 +106,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[float]]:
                 stop.set()
                 await asyncio.gather(*watchers)
                 print(f"compacting request: {outcomes[0]}; {args.mb:g} MB request: {outcomes[1]}; "
-                      f"summariser calls: {len(summarizer.requests)}")
+                      f"summarizer calls: {len(summarizer.requests)}")
         finally:
             await proxy.close()
             await model.close()

@@ -41,7 +41,7 @@ from bench.common import (
 )
 from config.settings import StoreSettings
 
-TARGET_MB_PER_1K = 0.1  # issue 12: flat memory for a proxy that runs for months
+TARGET_MB_PER_1K = 0.1  # memory stays flat: the proxy runs for months
 FULL = 0.95  # a cache holding this share of its bound is full (whole entries never fit exactly)
 Sample = dict[str, float]
 Fill = dict[str, tuple[float, float]]  # cache -> (bytes held, bound in bytes)

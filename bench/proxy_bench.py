@@ -70,7 +70,7 @@ def bench_settings(upstream_url: str, store_path: Path, cache_mib: int | None = 
     )
 
     # A window large enough that a 100k history is forwarded as-is: this measures the proxy's
-    # steady-state cost on resends, not the summariser.
+    # steady-state cost on resends, not the summarizer.
     compaction = CompactionSettings(background=False)
     default = StoreSettings()
     store = StoreSettings(path=str(store_path),

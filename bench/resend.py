@@ -96,10 +96,10 @@ async def run(plan: Plan) -> dict[str, Any]:
                 proxy.stop()
         finally:
             upstream.stop()
-    return summarise(direct_ms, proxied_ms, plan)
+    return summarize(direct_ms, proxied_ms, plan)
 
 
-def summarise(direct_ms: list[float], proxied_ms: list[float], plan: Plan) -> dict[str, Any]:
+def summarize(direct_ms: list[float], proxied_ms: list[float], plan: Plan) -> dict[str, Any]:
     direct = {"p50_ms": pct(direct_ms, 50), "p99_ms": pct(direct_ms, 99)}
     ctx = {"p50_ms": pct(proxied_ms, 50), "p99_ms": pct(proxied_ms, 99)}
     added = {k: ctx[k] - direct[k] for k in direct}

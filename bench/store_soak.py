@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from bench.common import HEADERS, MODEL, Server, session, start_ctxproxy, start_upstream
+from compaction.types import Message
 
 MIB = 1024 * 1024
 FORWARDED_LENGTHS = (50, 500)
@@ -47,7 +48,7 @@ def user_text(i: int, turn: int) -> str:
             "retry policy in deploy/pipeline.yaml still waits ten minutes before the second attempt.")
 
 
-async def _turn(http: aiohttp.ClientSession, proxy: Server, history: list[dict[str, Any]], i: int) -> None:
+async def _turn(http: aiohttp.ClientSession, proxy: Server, history: list[Message], i: int) -> None:
     history.append({"role": "user", "content": user_text(i, len(history) // 2)})
     body = json.dumps({"model": MODEL, "messages": history}).encode()
     async with http.post(proxy.chat_url, data=body, headers=HEADERS) as resp:

@@ -80,10 +80,10 @@ async def run(counts: Counts, with_litellm: bool = True) -> dict[str, Any]:
         finally:
             for server in reversed(servers):
                 server.stop()
-    return summarise(figures)
+    return summarize(figures)
 
 
-def summarise(figures: dict[str, dict[str, float] | None]) -> dict[str, Any]:
+def summarize(figures: dict[str, dict[str, float] | None]) -> dict[str, Any]:
     """Add the added-latency figures and the ctxproxy/LiteLLM ratio."""
     direct = figures["direct"]
     assert direct is not None

@@ -4,12 +4,12 @@
 `compaction.verify.calibration_rates` over it:
 - sources: windows of the real agent sessions (read from ../shared/real-trajectories, never copied;
   skipped when absent) and conversations of bench/generator.py;
-- faithful summaries: the local extractive summariser's output, templated abstractive summaries that
+- faithful summaries: the local extractive summarizer's output, templated abstractive summaries that
   keep the sources' facts in other words (sentence-start verbs, case changes, reformatted numbers and
   dates, shortened paths), and hand-written summaries of real windows (bench/verifier_corpus.json);
 - invented variants of each abstractive summary, one fact each: a changed digit, a changed id
   suffix, a new path, name, URL, date or amount (never a value the sources hold).
-Deterministic for a seed. `make eval` (10c) can call `run()` and read its report.
+Deterministic for a seed. `make eval` can call `run()` and read its report.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from store.models import StoredMessage  # noqa: E402
 
 SESSIONS_DIR = REAL_SESSIONS
 HANDWRITTEN = Path(__file__).with_name("verifier_corpus.json")
-WINDOW = 16  # messages per summarised window of a real session
+WINDOW = 16  # messages per summarized window of a real session
 # Ordinary words a faithful abstractive summary may start a sentence with (written before measuring).
 OPENERS = ("Copy", "Text", "Investigated", "Reproduced", "Patched", "Confirmed", "Refactored",
            "Traced", "Narrowed", "Identified", "Outcome", "Remaining", "Afterwards", "Initially",
@@ -68,7 +68,7 @@ _SYMBOL = re.compile(r"`([a-z]+(?:_[a-z]+)+)`")
 
 @dataclass(frozen=True)
 class Window:
-    """A summarised span: its name and its source text (as a summariser would see it)."""
+    """A summarized span: its name and its source text (as a summarizer would see it)."""
 
     name: str
     source: str
@@ -178,7 +178,7 @@ def abstractive_summary(source: str, rng: random.Random) -> str | None:
 
 
 def faithful_cases(window: Window, rng: random.Random) -> list[CalibrationCase]:
-    cases = [CalibrationCase("faithful/extractive", ExtractiveSummarizer().summarise(window.source, 300),
+    cases = [CalibrationCase("faithful/extractive", ExtractiveSummarizer().summarize(window.source, 300),
                              window.source)]
     summary = abstractive_summary(window.source, rng)
     if summary is not None:

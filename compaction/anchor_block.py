@@ -1,6 +1,6 @@
 """The anchor block: current anchors, one short line each, ranked by value inside a bounded share.
 
-Ranking (seed 002: age is not signal; issue 10: what an agent needs later): pinned first, then
+Ranking (by what an agent needs later, never by age: an old fact is not a less useful one): pinned first, then
 specific facts (names, ids, amounts, dates, emails, URLs, paths), errors, decisions, the files the
 agent edited, the commands it ran, the symbols it touched, the files it only read, and last the rest
 (hypotheses, ruled-out ideas). Within a class the earliest-established facts win: they are exactly
@@ -14,12 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from compaction.anchor_index import INDEX_KINDS
 from compaction.anchor_index_block import INDEX_SECTIONS, build_index, index_items, section_line
 from compaction.tokens import TokenCounter
-from store.models import Anchor
+from store.models import Anchor, Message
 
 ANCHOR_BLOCK_OPEN = "<ctxproxy:anchors>"
 ANCHOR_BLOCK_CLOSE = "</ctxproxy:anchors>"
@@ -80,7 +79,7 @@ def current_anchors(anchors: Sequence[Anchor]) -> list[Anchor]:
     return unique
 
 
-def _block(lines: Sequence[str], omitted: int) -> dict[str, Any]:
+def _block(lines: Sequence[str], omitted: int) -> Message:
     body = [ANCHOR_BLOCK_OPEN, ANCHOR_BLOCK_INTRO, *lines]
     if omitted:
         body.append(f"({omitted} lower-priority anchor{'s' if omitted != 1 else ''} left out to fit "
@@ -123,7 +122,7 @@ def _render_lines(entries: Sequence[_Entry]) -> list[str]:
 
 
 def render_anchor_block(anchors: Sequence[Anchor], *, max_tokens: int,
-                        counter: TokenCounter) -> dict[str, Any] | None:
+                        counter: TokenCounter) -> Message | None:
     """One system message with the current anchors and the agent index, within `max_tokens`; None
     when nothing fits. Over budget, the highest-ranked entries are kept and the block says how many
     were left out."""

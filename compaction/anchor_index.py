@@ -1,4 +1,4 @@
-"""The agent index: files and symbols an agent touched, errors it met, commands it ran (issue 10).
+"""The agent index: files and symbols an agent touched, errors it met, commands it ran (needed again later).
 
 Each draft is one (value, message) pair, so the block can list every message a value came from
 ("files: src/a.py (edited #41, read #12)") and the model can expand them with `context_expand`.

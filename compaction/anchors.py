@@ -1,4 +1,4 @@
-"""Anchors (seed 002): concrete facts that travel raw instead of being paraphrased.
+"""Anchors: concrete facts that travel raw instead of being paraphrased.
 
 Extraction is deterministic (regular expressions, no model): ids, order and ticket numbers, amounts,
 dates and deadlines, names, paths, URLs, emails, explicit decisions, plus pinned messages. Every

@@ -2,7 +2,7 @@
 
 A re-schedule while a conversation's task is running is coalesced into one follow-up run (the
 follow-up sees the newest messages). Failures are retried with exponential backoff, then logged and
-left for the next turn; they never reach a client. Summariser calls a request's deadline cut are
+left for the next turn; they never reach a client. Summarizer calls a request's deadline cut are
 `track`ed here to finish off the request path (cancelled on close).
 """
 
@@ -55,7 +55,7 @@ class BackgroundCompactor:
         return True
 
     def track(self, task: asyncio.Task[str]) -> None:
-        """Hold a summariser call a request left behind until it ends (its result is not used)."""
+        """Hold a summarizer call a request left behind until it ends (its result is not used)."""
         self._detached.add(task)
         task.add_done_callback(self._settle)
 
@@ -66,7 +66,7 @@ class BackgroundCompactor:
 
     @property
     def detached(self) -> int:
-        """Summariser calls left behind by requests and still running."""
+        """Summarizer calls left behind by requests and still running."""
         return len(self._detached)
 
     def _forget(self, conversation_id: str, task: asyncio.Task[None]) -> None:

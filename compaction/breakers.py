@@ -1,8 +1,8 @@
-"""The summariser a turn uses: observed, behind one circuit breaker per (tenant, endpoint).
+"""The summarizer a turn uses: observed, behind one circuit breaker per (tenant, endpoint).
 
-The breaker's policy (issue 10): it counts transport failures and timeouts, the exceptions that pass
+The breaker's policy: it counts transport failures and timeouts, the exceptions that pass
 through it, never an answer rejected for its content (escalation.py moves such a summary to the
-next level without telling the breaker). Local summarisers cannot fail that way and get no breaker.
+next level without telling the breaker). Local summarizers cannot fail that way and get no breaker.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from compaction.types import ChatTurn, Summarizer, SummarizerChoice
 from config.settings import LOCAL_EXTRACTIVE, SummarizerSettings
 
 # Breakers kept (least recently used forgotten first): one per (tenant, endpoint), so without a
-# bound every new client key would keep a breaker, and the summariser instance it wraps, forever.
+# bound every new client key would keep a breaker, and the summarizer instance it wraps, forever.
 MAX_BREAKERS = 4096
-# Observing wrappers of local summarisers, by instance: an engine whose chooser makes a new instance
+# Observing wrappers of local summarizers, by instance: an engine whose chooser makes a new instance
 # per turn (replay's does) would otherwise keep every one of them, each pinned by its wrapper.
 MAX_LOCAL_OBSERVED = 64
 
@@ -36,7 +36,7 @@ class SummarizerPool:
     def wrap(self, turn: ChatTurn, choice: SummarizerChoice) -> SummarizerChoice:
         """`choice` observed, behind its endpoint's breaker.
 
-        The endpoint is the summariser's stable identity (model, api_base, key hash), not the
+        The endpoint is the summarizer's stable identity (model, api_base, key hash), not the
         instance: a re-created instance (e.g. evicted from a cache) keeps its breaker's count.
         """
         if choice.summarizer.name == LOCAL_EXTRACTIVE:
@@ -63,7 +63,7 @@ class SummarizerPool:
         return len(self._breakers)
 
     def _observe_local(self, summarizer: Summarizer) -> ObservedSummarizer:
-        """One observing wrapper per local summariser instance (no breaker: it cannot fail)."""
+        """One observing wrapper per local summarizer instance (no breaker: it cannot fail)."""
         observed = self._observed.get(id(summarizer))
         if observed is None or observed.inner is not summarizer:
             observed = self._observed[id(summarizer)] = ObservedSummarizer(summarizer, self._observer)
@@ -74,5 +74,5 @@ class SummarizerPool:
 
     @property
     def local_observed(self) -> int:
-        """Local summarisers with an observing wrapper kept (at most MAX_LOCAL_OBSERVED)."""
+        """Local summarizers with an observing wrapper kept (at most MAX_LOCAL_OBSERVED)."""
         return len(self._observed)

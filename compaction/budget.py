@@ -1,9 +1,9 @@
-"""The token budget of one request (design: Budget; seed 002 "orcar a janela").
+"""The token budget of one request.
 
 `total = context_window - reserve_for_reply - safety_margin` is the usable input budget; tool
 schemas (the client's and the recall tools, when offered) are part of it, so the messages get
 `messages = total - tools_tokens`. The threshold (background preparation starts), the preparation
-level (how far prepared summaries reach) and the target (where a step lands, raw messages filling the
+limit (how far prepared summaries reach) and the target (where a step lands, raw messages filling the
 rest) are percentages of `total`, the usable input budget (not of the raw window).
 """
 
@@ -24,14 +24,14 @@ log = structlog.get_logger(__name__)
 
 MIN_INPUT_BUDGET = 256  # below this a request cannot carry even its last turn: reject it
 # Summary sizes scale with the window: a leaf summary asks at most budget/8, a condensed one budget/5
-# (the seed's 1,200/2,000 fit a 128k window, not a 12k one), and never more than a third of its input
+# (fixed 1,200/2,000-token targets fit a 128k window, not a 12k one), and never more than a third of its input
 # (a summary that frees two thirds of its chunk is worth a step; summaries of summaries stay about
 # the size of one of their sources and never crowd out raw messages).
 LEAF_TARGET_DIVISOR = 8
 CONDENSED_TARGET_DIVISOR = 5
 INPUT_DIVISOR = 3
 MIN_SUMMARY_TARGET = 32
-# A leaf chunk is at most this share of the budget (and the seed's 20k tokens): a step substitutes
+# A leaf chunk is at most this share of the budget (and `leaf_chunk_tokens`): a step substitutes
 # whole chunks, so small chunks let it land close to its target instead of far below it.
 LEAF_CHUNK_BUDGET_PERCENT = 10
 MIN_LEAF_CHUNK_TOKENS = 256
@@ -75,7 +75,7 @@ class Budget:
         return self.total * self.target_percent // 100
 
     @property
-    def prepare_level(self) -> int:
+    def prepare_limit(self) -> int:
         """Background steps prepare summaries until substituting them all would reach this."""
         return self.total * self.prepare_percent // 100
 
@@ -98,10 +98,10 @@ class Budget:
     def anchor_max(self) -> int:
         return self.total * self.anchor_max_percent // 100
 
-    def summary_target(self, settings: CompactionSettings, tier: SummaryKind, input_tokens: int) -> int:
-        """Tokens asked of a `tier` summary of `input_tokens`: the configured size scaled to the
+    def summary_target(self, settings: CompactionSettings, kind: SummaryKind, input_tokens: int) -> int:
+        """Tokens asked of a `kind` summary of `input_tokens`: the configured size scaled to the
         window and at most a third of the input, so a committed summary really shrinks the context."""
-        configured, divisor = ((settings.leaf_target_tokens, LEAF_TARGET_DIVISOR) if tier == "leaf"
+        configured, divisor = ((settings.leaf_target_tokens, LEAF_TARGET_DIVISOR) if kind == "leaf"
                                else (settings.condensed_target_tokens, CONDENSED_TARGET_DIVISOR))
         scaled = min(configured, self.total // divisor, input_tokens // INPUT_DIVISOR)
         return max(MIN_SUMMARY_TARGET, scaled)

@@ -1,7 +1,7 @@
-"""How long a request may wait on compaction (issue 10: no request waits past the deadline).
+"""How long a request may wait on compaction; none waits past its deadline.
 
 A request that must compact synchronously gets one `Deadline` (`compaction.sync_deadline_s`): the LLM
-summariser is called only while time is left, each call bounded by what is left; past it the request
+summarizer is called only while time is left, each call bounded by what is left; past it the request
 goes on with the local levels (extractive, truncation), which never wait on the network. Background
 steps run without a deadline (`Deadline.never()`).
 """
@@ -41,7 +41,7 @@ class Deadline:
         return left is not None and left <= 0
 
     def allows_call(self) -> bool:
-        """Whether a network call (an LLM summariser level) may still start."""
+        """Whether a network call (an LLM summarizer level) may still start."""
         left = self.remaining()
         return left is None or left >= MIN_CALL_S
 

@@ -1,4 +1,4 @@
-"""Forwarding a passthrough resend before its bookkeeping (issue 12: latency of large histories).
+"""Forwarding a passthrough resend before its bookkeeping, so a large history does not wait on it.
 
 While a conversation is uncompacted and fits its budget, ctxproxy forwards the client's messages
 exactly as received. A resend of such a conversation (the previous request's messages, the reply
@@ -29,6 +29,7 @@ from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES
 from compaction.types import ChatTurn, PreparedRequest
 from store.identity import content_hash
+from store.models import Message
 
 # Handed the forwarded request before the bookkeeping, which goes on when it returns.
 EarlyForward = Callable[[PreparedRequest], Awaitable[None]]
@@ -53,7 +54,7 @@ def signature(turn: ChatTurn) -> Signature:
             turn.offer_recall)
 
 
-def passthrough(prepared: PreparedRequest, messages: list[dict[str, Any]], turn: ChatTurn,
+def passthrough(prepared: PreparedRequest, messages: list[Message], turn: ChatTurn,
                 view_version: int) -> Passthrough | None:
     """`prepared`'s Passthrough when it forwards `messages` themselves (no copy: no `pinned` was
     stripped), with no summary, anchor, truncation or saved view; else None."""
@@ -65,13 +66,13 @@ def passthrough(prepared: PreparedRequest, messages: list[dict[str, Any]], turn:
                        signature(turn))
 
 
-def _continues(prior: Passthrough, new: list[dict[str, Any]]) -> bool:
+def _continues(prior: Passthrough, new: list[Message]) -> bool:
     """Whether `new` starts with the reply stored after `prior` (as identity hashes it, SDK echo
     noise aside): the request then extends the stored conversation rather than forking it."""
     return prior.reply_hash is not None and bool(new) and content_hash(new[0]) == prior.reply_hash
 
 
-def extended(prior: Passthrough, turn: ChatTurn, new: list[dict[str, Any]], counter: TokenCounter,
+def extended(prior: Passthrough, turn: ChatTurn, new: list[Message], counter: TokenCounter,
              encoded: bytes | None = None) -> PreparedRequest | None:
     """The forwarded request of `turn` when it resends `prior`'s messages and then `new` (validated),
     all forwarded as received; None when that is not certain (not first the reply stored after

@@ -1,5 +1,5 @@
 """What truncation leaves where content was taken out: one marker per elided message, one pointer
-line per dropped run (issue 10: never per-message husks).
+line per dropped run (never a husk per message: a run of empty stubs costs tokens and says nothing).
 
 An elided message keeps its role, name, tool_call_id and tool_calls ids (so its pairing holds), a
 long head and a shorter tail of its text, and between them one marker saying how much was taken out
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from compaction.planner import Slot
 from compaction.source_blocks import compact_ids
 from compaction.tokens import TokenCounter
 from store.content import content_text
+from store.models import Message
 
 MARK = "[ctxproxy: "
 POINTER_GROUP = -10_000  # pointer slots get group keys below this (never a real group)
@@ -50,7 +50,7 @@ def _way_back(what: str, ref: str, recall: RecallNames | None) -> str:
     return f"call {recall.expand} with ids [\"{ref}\"]"
 
 
-def pointer(refs: Sequence[str], recall: RecallNames | None) -> dict[str, Any]:
+def pointer(refs: Sequence[str], recall: RecallNames | None) -> Message:
     """The one system line standing for a dropped run of messages and summaries."""
     ids = compact_ids(refs)
     if len(ids) > MAX_IDS_CHARS:
@@ -87,7 +87,7 @@ def elide(slot: Slot, allowance: int, counter: TokenCounter, recall: RecallNames
 
 
 def _cut(slot: Slot, text: str, keep: int, total: int, counter: TokenCounter,
-         recall: RecallNames | None, how: str | None) -> dict[str, Any]:
+         recall: RecallNames | None, how: str | None) -> Message:
     head = prefix_within(text, keep - keep // 3, counter.count_text)
     tail = suffix_within(text[len(head):], keep // 3, counter.count_text)
     cut = max(0, total - counter.count_text(head) - counter.count_text(tail))

@@ -1,8 +1,8 @@
-"""The compaction engine: what the provider sees for each chat request (design: the whole brief).
+"""The compaction engine: what the provider sees for each chat request.
 
 prepare(): validate, ingest (a fork adopts its parent's summaries), plan the working view within
 budget, and only when it does not fit take a step: substitute summaries prepared ahead for the
-oldest chunks, summarise more if needed (LLM until the deadline, then local levels), landing at the
+oldest chunks, summarize more if needed (LLM until the deadline, then local levels), landing at the
 target with the newest raw messages filling the rest; truncate as the last resort; validate the
 outgoing list; record it. after_turn(): above the threshold, prepare summaries in the background
 without moving the view. The view (and its anchor block) changes only at a step, so forwarded
@@ -21,7 +21,6 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import structlog
 
@@ -47,7 +46,7 @@ from config.errors import StoreError, SummarizerError
 from config.settings import Settings
 from store.fastjson import dumps_sorted
 from store.interface import StoreBackend, TenantAccess
-from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
+from store.models import CompactionEvent, ContextView, ForwardedRecord, Message, StoredMessage
 from store.running_hashes import RunningHashes, exact_json
 
 log = structlog.get_logger(__name__)
@@ -66,7 +65,7 @@ class EarlyStart:
 
     sent: PreparedRequest
     resent: Resent
-    messages: list[dict[str, Any]]  # validated
+    messages: list[Message]  # validated
     expected: Expected
 
 
@@ -82,7 +81,7 @@ class _Outcome:
 class Engine:
     """Owns per-conversation locks, circuit breakers and the background compactor.
 
-    `observer` hears every compaction step, summariser call and circuit transition (the proxy
+    `observer` hears every compaction step, summarizer call and circuit transition (the proxy
     turns them into log lines and metrics); by default nobody listens.
     """
 
@@ -150,7 +149,7 @@ class Engine:
         RESENDS.keep(resent, expected, early_forward.passthrough(prepared, messages, turn, view_version))
         return prepared
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         """Store the provider's reply to the request's last message (counted once with the
         conversation model's tokenizer); a regenerated reply branches there (store/reply.py)."""
         if prepared.last_seq is None:
@@ -175,7 +174,7 @@ class Engine:
 
     async def compact(self, turn: ChatTurn, conversation_id: str,
                       trigger: Trigger = "manual") -> list[CompactionEvent]:
-        """Run one compaction step now (operators): `turn` names the tenant, model and summariser.
+        """Run one compaction step now (operators): `turn` names the tenant, model and summarizer.
 
         `manual` compacts as far as normal passes go and saves the view, after any other step on
         the conversation (waiting up to `store.lease_s` for it); `threshold` prepares."""
@@ -198,7 +197,7 @@ class Engine:
 
     # -- request path ---------------------------------------------------------------------------
 
-    async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[dict[str, Any]],
+    async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[Message],
                              counter: TokenCounter, early: EarlyForward | None) -> PreparedRequest | None:
         """Hand `early` the forwarded request when it is known before the bookkeeping (as `early`
         does on the HTTP loop, for a resend that `Engine.early` could not take); returns it."""
@@ -210,8 +209,8 @@ class Engine:
             await early(sent)
         return sent
 
-    def _context(self, turn: ChatTurn, messages: list[dict[str, Any]], keys: list[bytes | None],
-                 counts: Callable[[dict[str, Any]], int]) -> RequestContext:
+    def _context(self, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
+                 counts: Callable[[Message], int]) -> RequestContext:
         counter = TokenCounter.for_model(turn.model)  # loaded by prepare, off the loop
         client_tools = counter.count_tools(turn.tools)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, client_tools))
@@ -242,8 +241,8 @@ class Engine:
         return _Outcome(plan, tuple(events), waited, forced, wv.latest_version)
 
     async def _request_step(self, ctx: RequestContext) -> tuple[WorkingView, list[CompactionEvent], bool]:
-        """A step on the request path: to the target in normal mode, then (still over) to the budget
-        in hard mode; LLM levels only until the deadline. Saves the view it lands on."""
+        """A step on the request path: to the target before the fresh tail, then (still over) to
+        the budget into it; LLM levels only until the deadline. Saves the view it lands on."""
         deadline = Deadline.after(ctx.turn.settings.sync_deadline_s)
         lock = self._lock(ctx.conversation_id)
         contended = lock.locked()
@@ -260,15 +259,15 @@ class Engine:
     async def _compact_request(self, ctx: RequestContext,
                                deadline: Deadline) -> tuple[WorkingView, list[CompactionEvent]]:
         """Load the newest view (another step may have just saved one); when the request is still
-        over budget, compact: to the target in normal mode, then to the budget in hard mode."""
+        over budget, compact: to the target before the fresh tail, then to the budget into it."""
         loaded = wv = self._load(ctx)
         events: list[CompactionEvent] = []
         if measure_request(ctx, wv) > ctx.budget.total:
             pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
-            wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, mode="normal",
+            wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
                                                    ceiling=ctx.budget.total)
             if measure_request(ctx, wv) > ctx.budget.total:
-                wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, mode="hard")
+                wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, reach="into_tail")
                 events += more
         if wv.entries != loaded.entries:
             wv = save_view(ctx.tenant, wv)
@@ -340,7 +339,8 @@ class Engine:
 
     async def _step(self, turn: ChatTurn, cid: str, trigger: Trigger) -> list[CompactionEvent]:
         """`threshold`: prepare summaries until substituting them all would reach the preparation
-        level, leaving the view alone. `manual`: compact as far as normal passes go, save the view."""
+        limit, leaving the view alone. `manual`: compact as far as passes before the fresh tail go, save
+        the view."""
         counter = TokenCounter.for_model(turn.model)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, counter.count_tools(turn.tools)))
         pctx = self._pass_context(turn, budget, trigger, None, Deadline.never())
@@ -349,11 +349,11 @@ class Engine:
         wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
                            count=counter.count_recurring, messages=stored)
         if trigger == "manual":
-            new, events = await steps.compact_until(pctx, wv, 0, mode="normal")
+            new, events = await steps.compact_until(pctx, wv, 0, reach="before_tail")
             if new.entries != wv.entries:
                 save_view(tenant, new)
         else:
-            _, events = await steps.compact_until(pctx, wv, budget.prepare_level, mode="normal")
+            _, events = await steps.compact_until(pctx, wv, budget.prepare_limit, reach="before_tail")
         failed = [e for e in events if e.outcome == "failed"]
         if failed:
             raise SummarizerError(f"compaction step failed: {failed[-1].error}",  # retried in background
@@ -377,7 +377,7 @@ class Engine:
                            measure, budget, self.observer, deadline, self.background.track)
 
     def _choice(self, turn: ChatTurn) -> SummarizerChoice:
-        """The turn's summariser, observed, behind its endpoint's circuit breaker (breakers.py)."""
+        """The turn's summarizer, observed, behind its endpoint's circuit breaker (breakers.py)."""
         return self._pool.wrap(turn, self._summarizer_for(turn))
 
 
@@ -412,13 +412,13 @@ def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     return replace(wv, view=view, latest_version=view.version)
 
 
-async def precounted(counter: TokenCounter, messages: list[dict[str, Any]],
-                     encoded: bytes | None = None) -> Callable[[dict[str, Any]], int]:
+async def precounted(counter: TokenCounter, messages: list[Message],
+                     encoded: bytes | None = None) -> Callable[[Message], int]:
     """The token counter ingest uses; for a large request every message is counted in a worker
     thread first (tokenising megabytes would stall the loop), a small one is counted as stored.
     `encoded`: the messages' UTF-8 JSON, when known: no longer than PRECOUNT_CHARS, their text is
     shorter still (a character is at least a byte there), so it is not measured."""
-    def count(m: dict[str, Any]) -> int:
+    def count(m: Message) -> int:
         return counter.count_message(strip_private_fields(m))
 
     small_text = encoded is not None and len(encoded) < PRECOUNT_CHARS
@@ -428,7 +428,7 @@ async def precounted(counter: TokenCounter, messages: list[dict[str, Any]],
     return lambda m: counts[id(m)] if id(m) in counts else count(m)
 
 
-def _text_chars(messages: list[dict[str, Any]]) -> int:
+def _text_chars(messages: list[Message]) -> int:
     total = 0
     for m in messages:
         content = m.get("content")
@@ -452,7 +452,7 @@ def recounted(stored_model: str, messages: Sequence[StoredMessage],
                  for m in messages)
 
 
-def prefix_hashes(messages: tuple[dict[str, Any], ...], known: Mapping[int, bytes | None] | None = None,
+def prefix_hashes(messages: tuple[Message, ...], known: Mapping[int, bytes | None] | None = None,
                   conversation_id: str | None = None) -> tuple[str, ...]:
     """Running sha256 per forwarded message: equal prefixes give equal leading hashes (memoised per
     message: a resent history's forwarded list is mostly the previous one's, the conversation's last
@@ -467,7 +467,7 @@ def prefix_hashes(messages: tuple[dict[str, Any], ...], known: Mapping[int, byte
     return tuple(_FORWARDED.over(messages, keys=keys, run=conversation_id))
 
 
-def _forwarded_step(previous: str, message: dict[str, Any]) -> str:
+def _forwarded_step(previous: str, message: Message) -> str:
     # sorted keys, compact, unicode kept (fastjson: json's exact bytes)
     return hashlib.sha256(previous.encode() + dumps_sorted(message)).hexdigest()
 

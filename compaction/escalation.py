@@ -1,10 +1,10 @@
-"""The fallback chain of one summary (issue 10, seed 000): LLM normal -> LLM aggressive -> local
+"""The fallback chain of one summary: LLM normal -> LLM aggressive -> local
 extractive -> local truncation.
 
 A level's output is rejected when the call fails or times out, the text is empty, not shorter than
 the input, far over the target, or invents facts (verify.py); a rejected output moves to the next
-level. Only transport failures and timeouts count against the summariser's circuit breaker (the
-breaker sees them as the exceptions they are); content rejections never do, so a summariser that
+level. Only transport failures and timeouts count against the summarizer's circuit breaker (the
+breaker sees them as the exceptions they are); content rejections never do, so a summarizer that
 answers badly is bypassed per summary without being switched off for everyone. The local levels
 never wait on the network: past the request's deadline they are all that runs. The truncation level
 keeps whole source messages and names the others in ONE pointer line (never per-message husks).
@@ -101,11 +101,11 @@ async def summarize_with_escalation(summarizer: Summarizer, *, kind: SummaryKind
                                     input_tokens: int, timeout_s: float | None = None,
                                     deadline: Deadline | None = None,
                                     detach: Detach | None = None) -> EscalationOutcome:
-    """Summarise `sources_text`, going down the chain until a level's output is acceptable.
+    """Summarize `sources_text`, going down the chain until a level's output is acceptable.
 
     `deadline` bounds the LLM levels (skipped once it has passed); a call the deadline cuts is
     handed to `detach` to finish in the background when given (so it is not counted as the
-    summariser's timeout), else cancelled.
+    summarizer's timeout), else cancelled.
     """
     job = _Job(kind, sources_text, anchors_text, target_tokens, input_tokens, counter)
     limit = deadline or Deadline.never()
@@ -180,7 +180,7 @@ async def _attempt(level: _Level, job: _Job, timeout_s: float | None, deadline: 
     except TimeoutError:
         return None, LevelAttempt(level.name, name, False, "timeout",
                                   f"no answer within {deadline.bound(timeout_s)}s", duration_ms=_ms(started))
-    except Exception as exc:  # any summariser failure is data: the next level runs
+    except Exception as exc:  # any summarizer failure is data: the next level runs
         error = redact(f"{type(exc).__name__}: {exc}")[:500]
         return None, LevelAttempt(level.name, name, False, "error", error, duration_ms=_ms(started))
     text = redact(raw if isinstance(raw, str) else "")
@@ -190,13 +190,13 @@ async def _attempt(level: _Level, job: _Job, timeout_s: float | None, deadline: 
 
 async def _call(summarizer: Summarizer, request: SummaryRequest, timeout_s: float | None,
                 deadline: Deadline, detach: Detach | None) -> str:
-    """The summariser's answer within the timeout and the deadline (TimeoutError otherwise)."""
+    """The summarizer's answer within the timeout and the deadline (TimeoutError otherwise)."""
     bound = deadline.bound(timeout_s)
     if detach is None or deadline.at is None or bound == timeout_s:
         return await asyncio.wait_for(summarizer.complete(request), bound)
     task = asyncio.ensure_future(summarizer.complete(request))
     done, _ = await asyncio.wait({task}, timeout=bound)
-    if not done:  # the deadline, not the summariser's own timeout: let the call finish elsewhere
+    if not done:  # the deadline, not the summarizer's own timeout: let the call finish elsewhere
         detach(task)
         raise TimeoutError
     return task.result()

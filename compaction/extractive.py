@@ -1,4 +1,4 @@
-"""`local/extractive`: a structured summary copied from its sources (seed 003), no model.
+"""`local/extractive`: a structured summary copied from its sources, no model (it cannot invent).
 
 The second level of the fallback chain (LLM -> extractive -> truncation), so it must be useful on
 agent traffic: the intent (the user's words), decisions, the files the agent touched with what it
@@ -80,7 +80,7 @@ class _Candidates:
 
 
 def parse_blocks(source: str) -> list[Block]:
-    """The blocks of a summariser source text (one anonymous user block when there are no headers)."""
+    """The blocks of a summarizer source text (one anonymous user block when there are no headers)."""
     blocks: list[Block] = []
     ref, role = "", "user"
     body: list[str] = []
@@ -256,9 +256,9 @@ class ExtractiveSummarizer:
         return LOCAL_EXTRACTIVE
 
     async def complete(self, request: SummaryRequest) -> str:
-        return self.summarise(source_from_prompt(request.user_prompt), request.target_tokens)
+        return self.summarize(source_from_prompt(request.user_prompt), request.target_tokens)
 
-    def summarise(self, source: str, target_tokens: int) -> str:
+    def summarize(self, source: str, target_tokens: int) -> str:
         """Structured summary of `source` in at most about `target_tokens` tokens."""
         counter = self._counter or TokenCounter.for_model("")
         found = candidates(source)
@@ -312,6 +312,6 @@ def _render(chosen: dict[str, list[str]], expand: str) -> str:
 
 
 def source_from_prompt(user_prompt: str) -> str:
-    """The `<text>` part of a summariser user prompt (the whole prompt if not delimited)."""
+    """The `<text>` part of a summarizer user prompt (the whole prompt if not delimited)."""
     start, end = user_prompt.find("<text>\n"), user_prompt.rfind("\n</text>")
     return user_prompt[start + 7:end] if start >= 0 and end > start else user_prompt

@@ -1,10 +1,10 @@
-"""A forked conversation starts with its parent's summaries for the history they share (issue 10).
+"""A forked conversation starts with its parent's summaries for the history they share.
 
 A fork (an edited or regenerated history, stored as a new conversation) shares a prefix with its
 parent, message for message. The parent's summaries of that prefix are still true for the fork, so
 they are copied in as prepared summaries (sources mapped to the fork's own messages, condensed
 summaries to the copies of theirs), with the parent's anchors from that prefix; the fork's first
-step substitutes them like any prepared summary instead of summarising from scratch while its
+step substitutes them like any prepared summary instead of summarizing from scratch while its
 client waits. Summaries covering a message the fork must forward raw (its last user message, its
 last message) are not copied. Only the store's Protocol methods are used.
 """

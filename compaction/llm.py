@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import CtxProxyError
+from store.models import Message
 
 _TOKENIZERS_SUBDIR = ("litellm_core_utils", "tokenizers")
 ANTHROPIC_TOKENIZER_FILE = "anthropic_tokenizer.json"
@@ -95,7 +96,7 @@ def model_context_window(model: str) -> int | None:
     return None
 
 
-async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: str | None = None,
+async def acompletion(*, model: str, messages: list[Message], api_base: str | None = None,
                       api_key: str | None = None, timeout_s: float | None = None,
                       temperature: float | None = None, max_tokens: int | None = None,
                       **extra: Any) -> Any:

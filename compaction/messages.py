@@ -13,11 +13,12 @@ from typing import Any
 
 from compaction.sized_lru import SizedLru
 from config.errors import InvalidRequestError
+from store.models import Message
 from store.running_hashes import kept
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
-# Text the provider sees in a message that the engine neither reads nor summarises (reasoning items,
+# Text the provider sees in a message that the engine neither reads nor summarizes (reasoning items,
 # thinking blocks and their signatures, carried opaque by the API converters): counted, nothing else.
 OPAQUE_TEXT_FIELD = "ctxproxy_opaque_text"
 _TEXT_PART_TYPES = {"text"}
@@ -65,7 +66,7 @@ def _fail(path: str, message: str) -> InvalidRequestError:
 
 
 def validate_messages(raw: Any, keys: Sequence[bytes | None] | None = None,
-                      memo: ValidMessages = VALID) -> list[dict[str, Any]]:
+                      memo: ValidMessages = VALID) -> list[Message]:
     """Check a request's `messages` and return them (same objects) or raise InvalidRequestError.
 
     `keys`: each message's exact JSON (`exact_keys`); a message `memo` knows valid is not walked
@@ -76,7 +77,7 @@ def validate_messages(raw: Any, keys: Sequence[bytes | None] | None = None,
 
 def validate_resent(raw: Any, keys: Sequence[bytes | None] | None = None, *, valid: int = 0,
                     expected: Expected | None = None,
-                    memo: ValidMessages = VALID) -> tuple[list[dict[str, Any]], Expected]:
+                    memo: ValidMessages = VALID) -> tuple[list[Message], Expected]:
     """`validate_messages`, where the first `valid` messages passed before as the leading messages of
     a list (compaction/resend.py), and `expected` (when known) is the tool calls a result may answer
     after them; also returns that state after the last message (to resume from next time)."""
@@ -96,7 +97,7 @@ def validate_resent(raw: Any, keys: Sequence[bytes | None] | None = None, *, val
     return raw, _refuse_orphan_results(raw, valid, expected)
 
 
-def _refuse_orphan_results(messages: list[dict[str, Any]], start: int = 0,
+def _refuse_orphan_results(messages: list[Message], start: int = 0,
                            expected: Expected = _NO_CALLS) -> Expected:
     """A tool result must answer a call of the assistant message its round starts with (as OpenAI
     requires): an orphan is refused, never forwarded nor repaired behind the client's back. Checks
@@ -209,7 +210,7 @@ def private_positions(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return sorted(found)
 
 
-def strip_private_fields(message: Mapping[str, Any]) -> dict[str, Any]:
+def strip_private_fields(message: Mapping[str, Any]) -> Message:
     """A copy of the message without ctxproxy's own fields (`pinned`): what a provider may see."""
     return {k: v for k, v in message.items() if k not in PRIVATE_FIELDS}
 

@@ -15,16 +15,16 @@ from store.models import CompactionEvent
 
 
 class CompactionObserver(Protocol):
-    """Receives every compaction step, summariser call, circuit transition and background failure."""
+    """Receives every compaction step, summarizer call, circuit transition and background failure."""
 
     def on_step(self, event: CompactionEvent) -> None:
         """One compaction step, as recorded in the store (committed or failed)."""
 
     def on_summarizer_call(self, model: str, seconds: float, ok: bool) -> None:
-        """One real summariser call (a call refused by an open circuit is not one)."""
+        """One real summarizer call (a call refused by an open circuit is not one)."""
 
     def on_circuit_state(self, name: str, state: str, circuit: str = "") -> None:
-        """Summariser `name`'s circuit `circuit` (one breaker: a tenant and an endpoint; "" for the
+        """Summarizer `name`'s circuit `circuit` (one breaker: a tenant and an endpoint; "" for the
         name alone) changed state: `closed`, `half_open` or `open`; `closed` too when it is dropped."""
 
     def on_level_rejected(self, conversation_id: str, model: str, level: str, reason: str,
@@ -67,7 +67,7 @@ CIRCUIT_OPEN_CODE = "circuit_open"
 
 
 class ObservedSummarizer:
-    """Wraps a summariser (or its circuit breaker): times each call, reports circuit transitions."""
+    """Wraps a summarizer (or its circuit breaker): times each call, reports circuit transitions."""
 
     def __init__(self, inner: Summarizer, observer: CompactionObserver, circuit: str = "") -> None:
         self.inner = inner
@@ -88,7 +88,7 @@ class ObservedSummarizer:
             return result
         except Exception as exc:
             if getattr(exc, "code", None) == CIRCUIT_OPEN_CODE:
-                started = -1.0  # refused without calling: not a summariser call
+                started = -1.0  # refused without calling: not a summarizer call
             raise
         finally:
             if started >= 0:

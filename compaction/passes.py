@@ -1,4 +1,4 @@
-"""One compaction pass: a chunk of the working view summarised and committed (seed 000 tiers).
+"""One compaction pass: a chunk of the working view summarized and committed.
 
 A pass = anchors extracted from the leaf sources, one summary down the fallback chain
 (escalation.py), then in one store transaction (`TenantAccess.commit_pass`) the anchors, the summary
@@ -80,7 +80,7 @@ class Candidate:
     """A chunk to compact: leaf/condensed summaries, or one old oversized tool result to elide in
     place down to `allowance` tokens."""
 
-    tier: Literal["leaf", "condensed", "elide"]
+    kind: Literal["leaf", "condensed", "elide"]
     chunk: tuple[int, ...]
     allowance: int = 0
 
@@ -93,9 +93,9 @@ def chunk_refs(wv: WorkingView, chunk: Sequence[int]) -> tuple[str, ...]:
 async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
                    before: int) -> tuple[WorkingView, CompactionEvent]:
     """One pass; failures become a `failed` event and leave the view (and the store) unchanged."""
-    tier = cand.tier
+    kind = cand.kind
     started = time.monotonic()
-    if tier == "elide":
+    if kind == "elide":
         try:
             return elide_pass(ctx, wv, cand, before)
         except Exception as exc:  # recorded like any failed pass, never surfaced
@@ -104,11 +104,11 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
                                      error=redact(repr(exc))[:1000], duration_ms=_ms(started))
             return wv, _record(ctx, failed)
     chunk = [wv.entries[i] for i in cand.chunk]
-    base = CompactionEvent(wv.conversation_id, ctx.trigger, tier, "normal", "failed",
+    base = CompactionEvent(wv.conversation_id, ctx.trigger, kind, "normal", "failed",
                            ctx.choice.summarizer.name, dict(ctx.choice.settings), tokens_before=before)
     try:
-        drafts = _anchor_drafts(wv, chunk) if tier == "leaf" else []
-        outcome, draft = await _summarise(ctx, wv, tier, chunk, drafts)
+        drafts = _anchor_drafts(wv, chunk) if kind == "leaf" else []
+        outcome, draft = await _summarize(ctx, wv, kind, chunk, drafts)
         base = replace(base, level=cast(Any, outcome.level), summarizer_model=outcome.model,
                        prompt_version=outcome.prompt_version)
         grown = _growth(ctx, draft, chunk)
@@ -128,7 +128,7 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
 
 def elide_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
                before: int) -> tuple[WorkingView, CompactionEvent]:
-    """One old oversized tool result elided in place (local, no summariser): committed as a
+    """One old oversized tool result elided in place (local, no summarizer): committed as a
     summary of that one message, which the view shows as the message itself (pairing kept)."""
     started = time.monotonic()
     entry = wv.entries[cand.chunk[0]]
@@ -225,26 +225,26 @@ def without_secrets(drafts: Sequence[AnchorDraft],
     return kept
 
 
-async def _summarise(ctx: PassContext, wv: WorkingView, tier: Literal["leaf", "condensed"],
+async def _summarize(ctx: PassContext, wv: WorkingView, kind: Literal["leaf", "condensed"],
                      chunk: list[Entry], drafts: Sequence[AnchorDraft]
                      ) -> tuple[EscalationOutcome, SummaryDraft]:
     """The escalated summary of `chunk`, as a draft (not stored yet: it may not shrink anything),
     verified against the anchors as they will be once the chunk's own anchors are stored."""
     items: list[StoredMessage | SummaryRecord] = (
-        [wv.stored[e.seq] for e in chunk] if tier == "leaf" else [wv.summaries[e.ref] for e in chunk])
+        [wv.stored[e.seq] for e in chunk] if kind == "leaf" else [wv.summaries[e.ref] for e in chunk])
     anchors = (ctx.tenant.preview_anchors(wv.conversation_id, drafts) if drafts
                else ctx.tenant.anchors(wv.conversation_id))
     block = render_anchor_block(anchors, max_tokens=ANCHOR_TEXT_MAX, counter=ctx.counter)
     input_tokens = sum(e.tokens for e in chunk)
     outcome = await summarize_with_escalation(
-        ctx.choice.summarizer, kind=tier, sources_text=build_source_text(items),
+        ctx.choice.summarizer, kind=kind, sources_text=build_source_text(items),
         anchors_text=str(block["content"]) if block else "",
-        target_tokens=ctx.budget.summary_target(ctx.settings, tier, input_tokens),
+        target_tokens=ctx.budget.summary_target(ctx.settings, kind, input_tokens),
         counter=ctx.counter, input_tokens=input_tokens, deadline=ctx.deadline, detach=ctx.detach)
     _report_rejections(ctx, wv.conversation_id, outcome)
     if not outcome.ok:  # no level produced committable text: a failed pass, nothing stored
         raise SummarizerError(outcome.failure or "the summary is empty")
-    return outcome, _draft(wv.conversation_id, tier, items, outcome)
+    return outcome, _draft(wv.conversation_id, kind, items, outcome)
 
 
 def _growth(ctx: PassContext, draft: SummaryDraft, chunk: list[Entry]) -> str | None:
@@ -262,20 +262,20 @@ def _growth(ctx: PassContext, draft: SummaryDraft, chunk: list[Entry]) -> str | 
 
 
 def _sources_of(chunk: list[Entry], wv: WorkingView) -> dict[str, Any]:
-    """Event provenance of a chunk that was not summarised."""
+    """Event provenance of a chunk that was not summarized."""
     return {"source_message_ids": tuple(wv.stored[e.seq].id for e in chunk if e.kind == "message"),
             "source_summary_ids": tuple(e.ref for e in chunk if e.kind == "summary")}
 
 
-def _draft(cid: str, tier: Literal["leaf", "condensed"], items: list[StoredMessage | SummaryRecord],
+def _draft(cid: str, kind: Literal["leaf", "condensed"], items: list[StoredMessage | SummaryRecord],
            outcome: EscalationOutcome) -> SummaryDraft:
     messages = [i for i in items if isinstance(i, StoredMessage)]
     summaries = [i for i in items if isinstance(i, SummaryRecord)]
     first = min([m.seq for m in messages] + [x.first_seq for x in summaries])
     last = max([m.seq for m in messages] + [x.last_seq for x in summaries])
-    depth = 0 if tier == "leaf" else max(x.depth for x in summaries) + 1
+    depth = 0 if kind == "leaf" else max(x.depth for x in summaries) + 1
     level: Any = outcome.level
-    return SummaryDraft(cid, tier, depth, level, outcome.text, outcome.token_count, first, last,
+    return SummaryDraft(cid, kind, depth, level, outcome.text, outcome.token_count, first, last,
                         tuple(m.id for m in messages), tuple(x.id for x in summaries),
                         outcome.model, outcome.prompt_version)
 

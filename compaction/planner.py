@@ -1,4 +1,4 @@
-"""Build the forwarded message list by priority (design: Budget; seed 002).
+"""Build the forwarded message list by priority, within the budget.
 
 Order of the forwarded list: the client's system/developer messages (raw, from the request body,
 original order; system messages ending the request stay last), then the anchor block (one system
@@ -18,24 +18,24 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Literal
 
 from compaction.selection import Entry, last_user_index
 from compaction.toolpairs import SYSTEM_ROLES, group_messages
 from compaction.types import Occupancy
-from store.models import assembled
+from store.models import Message, assembled
 
 REPLY_PRIMING = 3  # tokens OpenAI adds to every request to prime the reply (see tokens.py)
 
 Category = Literal["system", "anchors", "summaries", "fresh_tail"]
-Render = Callable[[Entry], dict[str, Any]]
+Render = Callable[[Entry], Message]
 
 
 @dataclass(frozen=True)
 class Slot:
     """One forwarded message with what truncation needs to know about it."""
 
-    message: dict[str, Any]
+    message: Message
     tokens: int
     category: Category
     group: int  # slots sharing a group are kept or dropped together
@@ -53,7 +53,7 @@ class Plan:
 
     # Computed once per plan (a plan is frozen; the request path asks each several times).
     @cached_property
-    def messages(self) -> tuple[dict[str, Any], ...]:
+    def messages(self) -> tuple[Message, ...]:
         return tuple(s.message for s in self.slots)
 
     @cached_property
@@ -84,15 +84,15 @@ MakeSlots = Callable[[Sequence[Entry], Render], list[Slot]]
 class SystemMessage:
     """A system/developer message of the request body, with its cached count."""
 
-    message: dict[str, Any]
+    message: Message
     tokens: int
     ref: str  # stored message id
     position: int  # index in the request body
 
 
-def build_plan(system: Sequence[SystemMessage], anchor_block: dict[str, Any] | None,
+def build_plan(system: Sequence[SystemMessage], anchor_block: Message | None,
                anchor_tokens: int, entries: Sequence[Entry],
-               render: Callable[[Entry], dict[str, Any]], *, tools_tokens: int,
+               render: Callable[[Entry], Message], *, tools_tokens: int,
                budget: int, request_length: int, make_slots: MakeSlots | None = None) -> Plan:
     """The plan for `entries` (working view without system messages), before any truncation;
     `make_slots` builds the view's slots (`view_slots`, or a memo of it)."""
@@ -121,7 +121,7 @@ def _trailing(system: Sequence[SystemMessage], request_length: int) -> set[int]:
     return out
 
 
-def view_slots(entries: Sequence[Entry], render: Callable[[Entry], dict[str, Any]]) -> list[Slot]:
+def view_slots(entries: Sequence[Entry], render: Callable[[Entry], Message]) -> list[Slot]:
     """The slots of the working view's entries (compaction/slot_memo.py memoises them)."""
     protected = protected_positions(entries)
     return [view_slot(entry, render(entry), i in protected) for i, entry in enumerate(entries)]
@@ -136,7 +136,7 @@ def protected_positions(entries: Sequence[Entry]) -> frozenset[int]:
     return frozenset(i for i in (*newest, last_user) if i is not None and entries[i].kind == "message")
 
 
-def view_slot(entry: Entry, message: dict[str, Any], protected: bool) -> Slot:
+def view_slot(entry: Entry, message: Message, protected: bool) -> Slot:
     """The slot forwarding `entry` as `message`."""
     category: Category = "summaries" if entry.kind == "summary" else "fresh_tail"
     ref = entry.ref if entry.kind == "summary" else str(entry.message_id or entry.ref)
@@ -153,7 +153,7 @@ def _interleave(system: Sequence[SystemMessage], sys_slots: list[Slot],
     return out
 
 
-RawRow = tuple[dict[str, Any], int, int, int, bool]  # (message, seq, message_id, tokens, pinned)
+RawRow = tuple[Message, int, int, int, bool]  # (message, seq, message_id, tokens, pinned)
 
 
 def raw_entries(messages: Sequence[RawRow], first_group: int = 0) -> list[Entry]:

@@ -2,7 +2,7 @@
 
 Background steps commit summaries without moving the view (passes.py); a fork adopts its parent's
 (forks.py). A step on the request path then substitutes them for the oldest chunks, only as far as
-needed, without calling a summariser. A prepared summary fits where its sources still are: a leaf
+needed, without calling a summarizer. A prepared summary fits where its sources still are: a leaf
 whose source messages are raw entries of the view (whole groups, none protected, nothing but raw
 messages in between), a condensed one whose source summaries are consecutive entries of the view.
 """
@@ -50,12 +50,12 @@ class Prepared:
         protected = protected_indices(entries)
         for cand in candidates:
             first = entries[cand.chunk[0]]
-            options = (self._leaf.get(first.message_id or -1, []) if cand.tier == "leaf"
+            options = (self._leaf.get(first.message_id or -1, []) if cand.kind == "leaf"
                        else self._condensed.get(first.ref, []))
             for record in options:
                 if record.id in in_view or record.id in self._discarded:
                     continue
-                chunk = (leaf_fit(entries, record, protected) if cand.tier == "leaf"
+                chunk = (leaf_fit(entries, record, protected) if cand.kind == "leaf"
                          else condensed_fit(entries, record))
                 if chunk is not None:
                     return chunk, record

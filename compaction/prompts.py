@@ -1,18 +1,17 @@
-"""Versioned summariser prompts, the summary message format, and the source text given to a summariser.
+"""Versioned summarizer prompts, the summary message format, and the source text given to a summarizer.
 
 Bump PROMPT_VERSION whenever a prompt's wording changes: it is recorded with every summary and
-compaction event (seed 003: provenance), so a summary can be traced to the prompt that wrote it.
+compaction event, so a summary can be traced to the prompt that wrote it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from compaction.redact import redact
 from compaction.types import PromptLevel, SummaryRequest
 from store.content import message_text
-from store.models import StoredMessage, SummaryKind, SummaryRecord
+from store.models import Message, StoredMessage, SummaryKind, SummaryRecord
 
 PROMPT_VERSION = "2026-12-01.1"
 SECTIONS = ("Intent", "Decisions", "Files and artifacts", "Errors and fixes",
@@ -65,7 +64,7 @@ _KIND_INTRO = {
 
 
 def system_prompt(kind: SummaryKind, level: PromptLevel) -> str:
-    """The summariser's system prompt for a tier (leaf/condensed) and escalation level."""
+    """The summarizer's system prompt for a kind (leaf/condensed) and escalation level."""
     return "\n\n".join([
         "You compact conversation history for a proxy that keeps the full history elsewhere.",
         _KIND_INTRO[kind], _LEVEL_FOCUS[level], _EXTRACTIVE_RULES, _FORMAT_RULES])
@@ -91,7 +90,7 @@ def summary_open_tag(record: SummaryRecord) -> str:
 
 
 def render_summary_message(record: SummaryRecord, *, tools_offered: bool,
-                           expand_tool_name: str) -> dict[str, Any]:
+                           expand_tool_name: str) -> Message:
     """The system message standing in for a summary's sources in the forwarded context.
 
     The retrieval hint, and the stored summary's "Expand for details about:" line, appear only when
@@ -130,5 +129,5 @@ def _source_block(item: StoredMessage | SummaryRecord) -> str:
 
 
 def build_source_text(items: Sequence[StoredMessage | SummaryRecord]) -> str:
-    """The text handed to a summariser: one block per message/summary, secrets redacted."""
+    """The text handed to a summarizer: one block per message/summary, secrets redacted."""
     return redact("\n\n".join(_source_block(item) for item in items))

@@ -2,7 +2,7 @@
 
 Once a conversation is compacted, every request of it stays over the threshold, and each would
 schedule a background step that loads the whole conversation only to find that the prepared
-summaries already reach the preparation level (measured: about 25 ms of CPU per request on a resent
+summaries already reach the preparation limit (measured: about 25 ms of CPU per request on a resent
 100k-token history in a 32k window, five times the request's own). A step finds new work only once
 new raw material has arrived, so after an idle step the next waits until the request has grown by
 the smallest leaf chunk (budget.MIN_LEAF_CHUNK_TOKENS). A step that prepared something, or failed,

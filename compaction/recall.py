@@ -1,4 +1,4 @@
-"""The recall tools the proxy offers to the model when its context holds summaries (seed 000).
+"""The recall tools offered to the model while its context holds summaries, to reopen what they condense.
 
 `tool_schemas` gives the OpenAI tool definitions, `execute` answers one call with a JSON string
 (results, or a JSON error object for bad arguments: it never raises into the model loop).

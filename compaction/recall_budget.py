@@ -18,10 +18,10 @@ from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES, Group, group_messages
 from compaction.types import PreparedRequest
 from config.settings import RecallSettings
+from store.models import Message
 
 MIN_RESULT_TOKENS = 256  # a round's results get at least this much (or a quarter of the budget)...
 POINTER_TOKENS = 48  # ...while older raw turns can make room for it (less a pointer line)
-JSON = dict[str, Any]
 
 
 @dataclass
@@ -35,7 +35,7 @@ class ResultBudget:
     forwarded: int = 0  # how many leading messages of a re-ask are the prepared request's
     evictable: int | None = 0  # tokens the forwarded part's older raw turns could give up (None: not
     # counted yet: only a round that calls a recall tool needs it, so it is counted then)
-    prepared: tuple[JSON, ...] = ()  # the forwarded part, when `evictable` is still to count
+    prepared: tuple[Message, ...] = ()  # the forwarded part, when `evictable` is still to count
     fits: bool = False  # the prepared request is within the budget (the engine counted it)
 
     @classmethod
@@ -64,7 +64,7 @@ class ResultBudget:
         room = max(0, self.remaining + self._evictable())
         return min(room, max(self.remaining, floor)) // max(1, calls)
 
-    def fit(self, messages: list[JSON], tools: Sequence[Mapping[str, Any]]) -> list[JSON]:
+    def fit(self, messages: list[Message], tools: Sequence[Mapping[str, Any]]) -> list[Message]:
         """The re-asked `messages` within the budget: the forwarded part's oldest raw turns (never a
         system message, the last user message or the last group) give way, oldest first, each run
         behind one pointer line. Unchanged when they fit (a first round always does: it is the
@@ -88,7 +88,7 @@ class ResultBudget:
                         - self.budget)
         return [*_with_pointers(head, dropped, self.settings), *rest] if dropped else fitted
 
-    def bound(self, name: str, message: dict[str, Any], allowance: int) -> dict[str, Any]:
+    def bound(self, name: str, message: Message, allowance: int) -> Message:
         """`message` (a `tool` message) with its content cut to fit `allowance` tokens."""
         content = message.get("content")
         if not isinstance(content, str) or self.counter.count_message(message) <= allowance:
@@ -113,7 +113,7 @@ class ResultBudget:
                 f"above is incomplete); to get the rest, {how}]")
 
 
-def _droppable(messages: list[JSON]) -> list[Group]:
+def _droppable(messages: list[Message]) -> list[Group]:
     """Groups a re-ask may leave out, oldest first: raw turns, never a system message (summaries
     and the anchor block included), the last user message or the last group."""
     groups = group_messages(messages)
@@ -122,10 +122,10 @@ def _droppable(messages: list[JSON]) -> list[Group]:
             and not g.start <= last_user < g.end]
 
 
-def _with_pointers(messages: list[JSON], dropped: set[int], settings: RecallSettings) -> list[JSON]:
+def _with_pointers(messages: list[Message], dropped: set[int], settings: RecallSettings) -> list[Message]:
     """`messages` without `dropped`, each run of them replaced by one pointer line (two tokens per
     message left out pay for it: a pointer is far smaller than any turn it stands for)."""
-    out: list[JSON] = []
+    out: list[Message] = []
     run = 0
     for index, message in enumerate([*messages, None]):
         if index in dropped:

@@ -1,4 +1,4 @@
-"""Secret redaction for text that leaves the request path: logs, summariser prompts, stored summaries.
+"""Secret redaction for text that leaves the request path: logs, summarizer prompts, stored summaries.
 
 Patterns are precompiled and ordered from most to least specific (a PEM block before anything that
 could match inside it); secrets told in prose and bare high-entropy tokens come last

@@ -20,13 +20,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
 from compaction.early_forward import Passthrough
 from compaction.sized_lru import SizedLru
-from store.models import StoredMessage
+from store.models import Message, StoredMessage
 from store.running_hashes import exact_json, exact_keys, kept
 
 MAX_BYTES = 12 * 1024 * 1024  # about six resent 100k-token histories (at the estimate below)
@@ -42,7 +42,7 @@ Expected = frozenset[str]  # tool call ids a tool result may answer next (compac
 class Prior:
     """One request's messages as validated, and their encoding as one list."""
 
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[Message, ...]
     blob: bytes  # orjson.dumps(list(messages)), right-sized
     ends: tuple[int, ...]  # offset in `blob` just past each message
     keys: tuple[bytes, ...]  # each message's exact JSON (its slice of `blob`), right-sized
@@ -55,7 +55,7 @@ class Prior:
 class Resent:
     """A request's messages: the previous request's dicts for the leading ones they share, then its own."""
 
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     keys: list[bytes | None]  # each message's exact JSON
     shared: int  # leading messages the previous request had (validated then)
     expected: Expected | None  # validation state after them, when they are all the previous request's
@@ -71,7 +71,7 @@ class Resends:
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self._held: SizedLru[Key, Prior] = SizedLru(max_bytes)  # sized in bytes
 
-    def resent(self, tenant: str, external_id: str | None, received: list[dict[str, Any]]) -> Resent:
+    def resent(self, tenant: str, external_id: str | None, received: list[Message]) -> Resent:
         """`received` with the leading messages it shares with the previous request found."""
         key = _key(tenant, external_id, received)
         if key is None:
@@ -85,7 +85,7 @@ class Resends:
         return _sharing(prior, received, shared, blob, key)
 
     def extension(self, tenant: str, external_id: str | None,
-                  received: Sequence[dict[str, Any]]) -> Resent | None:
+                  received: Sequence[Message]) -> Resent | None:
         """`resent` of a request that begins with the previous request's own dicts (a body parsed
         only past its resent part) and adds new messages of at most EXTENSION_BYTES, when that
         request was forwarded as received; else None. Bounded work, for the HTTP loop
@@ -99,7 +99,7 @@ class Resends:
             return None
         return _sharing(prior, list(received), len(prior.messages), blob, cast("Key", key))
 
-    def replied(self, tenant: str, external_id: str | None, received: Sequence[dict[str, Any]],
+    def replied(self, tenant: str, external_id: str | None, received: Sequence[Message],
                 reply: StoredMessage) -> None:
         """Note the reply stored to `received` on its kept passthrough (early_forward.extended):
         when it does not follow the request in its conversation (a branch), nothing is forwarded
@@ -137,12 +137,12 @@ class Resends:
         return len(self._held)
 
 
-def _key(tenant: str, external_id: str | None, received: Sequence[dict[str, Any]]) -> Key | None:
+def _key(tenant: str, external_id: str | None, received: Sequence[Message]) -> Key | None:
     first = exact_json(received[0]) if received else None
     return None if first is None else (tenant, external_id, first)
 
 
-def _sharing(prior: Prior, received: list[dict[str, Any]], shared: int, blob: bytes, key: Key) -> Resent:
+def _sharing(prior: Prior, received: list[Message], shared: int, blob: bytes, key: Key) -> Resent:
     """`received`, whose first `shared` messages are the prior's: those as the prior's own dicts."""
     keys: list[bytes | None] = [*prior.keys[:shared], *exact_keys(received[shared:])]
     whole = shared == len(prior.messages)
@@ -151,14 +151,14 @@ def _sharing(prior: Prior, received: list[dict[str, Any]], shared: int, blob: by
                   prior.passing if whole else None)
 
 
-def _encoded(messages: list[dict[str, Any]]) -> bytes | None:
+def _encoded(messages: list[Message]) -> bytes | None:
     try:
         return orjson.dumps(messages)
     except orjson.JSONEncodeError:  # a big int, a lone surrogate, a non-str key: no comparison
         return None
 
 
-def _compared(prior: Prior | None, received: list[dict[str, Any]]) -> tuple[bytes | None, int]:
+def _compared(prior: Prior | None, received: list[Message]) -> tuple[bytes | None, int]:
     """`received`'s encoding (None: not plain JSON) and how many leading messages it shares with
     the prior request."""
     if prior is not None and (blob := _extended(prior, received)) is not None:
@@ -167,7 +167,7 @@ def _compared(prior: Prior | None, received: list[dict[str, Any]]) -> tuple[byte
     return blob, _shared(prior, blob, received) if prior is not None and blob is not None else 0
 
 
-def _extended(prior: Prior, received: Sequence[dict[str, Any]]) -> bytes | None:
+def _extended(prior: Prior, received: Sequence[Message]) -> bytes | None:
     """`received`'s encoding when it begins with the prior's own dicts (a body whose resent part was
     not parsed again, proxy/server/resent_body.py): only what follows them is encoded. Else None."""
     held = prior.messages
@@ -179,7 +179,7 @@ def _extended(prior: Prior, received: Sequence[dict[str, Any]]) -> bytes | None:
     return None if tail is None else b"".join((memoryview(prior.blob)[:-1], b",", memoryview(tail)[1:]))
 
 
-def _shared(prior: Prior, blob: bytes, received: Sequence[dict[str, Any]]) -> int:
+def _shared(prior: Prior, blob: bytes, received: Sequence[Message]) -> int:
     """How many leading messages of `received` are exactly the prior's: the longest run whose bytes
     are a prefix of `blob` (the encodings agree up to where a message ends, so it is that message),
     confirmed by `==` (NaN and infinity, written as null, differ from None)."""

@@ -1,11 +1,11 @@
-"""Which part of the working view a compaction pass summarises (seed 000 tiers, design table).
+"""Which part of the working view a compaction pass summarizes: a leaf chunk or a condensed chunk.
 
 The working view is a list of `Entry`: stored summaries and raw messages in conversation order,
-system/developer messages excluded (they are never summarised and the planner always emits them
+system/developer messages excluded (they are never summarized and the planner always emits them
 first, in their original order). Entries sharing a `group` are an atomic tool round.
 
 - protected: the last user message (wherever it sits: in an agent loop it is the task, far back)
-  and the newest group stay raw in every mode; the last user message ends a leaf run, in place.
+  and the newest group stay raw at every reach; the last user message ends a leaf run, in place.
 - fresh tail: the newest whole groups, up to `fresh_tail_count` messages and `fresh_tail_max`
   tokens (the newest group always, even alone over the cap); it never reaches past a summary. It is
   not "everything since the last user message": agent loops have one user message and hundreds of
@@ -77,7 +77,7 @@ def newest_group_start(entries: Sequence[Entry]) -> int:
 
 
 def protected_indices(entries: Sequence[Entry]) -> frozenset[int]:
-    """Entries no pass may summarise: the last user message and the newest group."""
+    """Entries no pass may summarize: the last user message and the newest group."""
     last_user = last_user_index(entries)
     newest = set(range(newest_group_start(entries), len(entries)))
     return frozenset(newest | ({last_user} if last_user is not None else set()))
@@ -85,7 +85,7 @@ def protected_indices(entries: Sequence[Entry]) -> frozenset[int]:
 
 def fresh_tail_start(entries: Sequence[Entry], count: int, max_tokens: int) -> int:
     """Index of the first fresh-tail entry: the newest whole groups within `count` messages and
-    `max_tokens` tokens (the newest group always); normal passes summarise only before it."""
+    `max_tokens` tokens (the newest group always); normal passes summarize only before it."""
     groups = spans(entries)
     if not groups:
         return len(entries)

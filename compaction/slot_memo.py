@@ -14,11 +14,11 @@ import itertools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from compaction.planner import Render, Slot, protected_positions, view_slot
 from compaction.selection import Entry
 from compaction.sized_lru import SizedLru
+from store.models import Message
 
 # About 13 resent 100k-token histories (as raw_runs.MAX_RECORDS, whose entries these slots share).
 MAX_SLOTS = 4_096
@@ -28,7 +28,7 @@ MAX_SLOTS = 4_096
 class _Seen:
     entries: tuple[Entry, ...]
     slots: tuple[Slot, ...]
-    messages: tuple[dict[str, Any], ...]  # the slots' messages
+    messages: tuple[Message, ...]  # the slots' messages
     protected: frozenset[int]  # positions of the protected slots
 
 
@@ -41,7 +41,7 @@ class SlotMemo:
         self._seen: SizedLru[str, _Seen] = SizedLru(max_slots)  # sized in slots
 
     def slots(self, key: str, entries: Sequence[Entry], render: Render,
-              bodies: Mapping[int, dict[str, Any]]) -> list[Slot]:
+              bodies: Mapping[int, Message]) -> list[Slot]:
         seen = self._seen.get(key)
         protected = protected_positions(entries)
         out = list(seen.slots[:len(entries)]) if seen is not None else []
@@ -63,7 +63,7 @@ class SlotMemo:
         return len(self._seen)
 
 
-def _stale(seen: _Seen, entries: Sequence[Entry], bodies: Mapping[int, dict[str, Any]],
+def _stale(seen: _Seen, entries: Sequence[Entry], bodies: Mapping[int, Message],
            protected: frozenset[int]) -> list[int]:
     """Positions whose slot is not `seen`'s, ascending: another entry, another message (compared
     in C, without rendering: see SlotMemo), a protection that changed, or past `seen`'s end."""

@@ -1,4 +1,4 @@
-"""A summariser's source text, block by block, and the truncation level that keeps whole blocks.
+"""A summarizer's source text, block by block, and the truncation level that keeps whole blocks.
 
 `prompts.build_source_text` writes one block per message or summary: a header line `[#<id> <role>]`
 or `[sum_<id> summary of messages a-b]`, then its text. The last level of the fallback chain keeps

@@ -1,13 +1,13 @@
 """A compaction step's loop: bring a working view down to a limit, oldest content first.
 
 Each iteration picks the candidate chunks (an old oversized tool result, elided in place by just
-what is needed; then seed 000 tiers: a full run of condensable summaries, else the oldest raw chunk
+what is needed; then a full run of condensable summaries, else the oldest raw chunk
 before the fresh tail) and substitutes a prepared summary for one of them when
-there is one (no summariser call), else runs one pass (passes.py) on the first. It stops at the
+there is one (no summarizer call), else runs one pass (passes.py) on the first. It stops at the
 limit, when no candidate is left, when a pass makes no progress, or after `max_recovery_iterations`
-passes. Modes: `normal` keeps the fresh tail raw; `hard` (a request that does not fit otherwise)
-lets it shrink to the newest group, after merging whatever old summaries it can. The last user
-message is never summarised in either mode.
+passes. Its reach: `before_tail` keeps the fresh tail raw; `into_tail` (a request that does not fit
+otherwise) lets it shrink to the newest group, after merging whatever old summaries it can. The last
+user message is never summarized at either reach.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from compaction import selection
 from compaction.budget import Budget
 from compaction.passes import Candidate, PassContext, apply_summary, chunk_refs, run_pass
 from compaction.prepared import Fit, Prepared
-from compaction.types import PassMode
+from compaction.types import Reach
 from compaction.workview import WorkingView
 from config.settings import CompactionSettings
 from store.models import CompactionEvent
@@ -31,7 +31,7 @@ LANDING_TOLERANCE_PERCENT = 5  # of the budget: a step lands within this of its 
 MIN_TRIMMED_TOKENS = 256  # a result trimmed to land a step keeps at least this (and a third of it)
 
 
-def candidates(wv: WorkingView, s: CompactionSettings, budget: Budget, *, mode: PassMode,
+def candidates(wv: WorkingView, s: CompactionSettings, budget: Budget, *, reach: Reach,
                skip: Skip = frozenset(), excess: int = 0) -> list[Candidate]:
     """Chunks worth compacting next, in order of preference (at most one of each kind).
 
@@ -39,15 +39,15 @@ def candidates(wv: WorkingView, s: CompactionSettings, budget: Budget, *, mode: 
     is how far over its limit the view is (an oversized result is elided by that much only).
     """
     out: list[Candidate] = []
-    elide = oversized_result(wv, s, budget, mode, excess)
-    for cand in ([elide] if elide else []) + list(_ordered(wv, s, budget, mode, bool(skip))):
-        if chunk_refs(wv, cand.chunk) not in skip and all(c.tier != cand.tier or c.chunk != cand.chunk
+    elide = oversized_result(wv, s, budget, reach, excess)
+    for cand in ([elide] if elide else []) + list(_ordered(wv, s, budget, reach, bool(skip))):
+        if chunk_refs(wv, cand.chunk) not in skip and all(c.kind != cand.kind or c.chunk != cand.chunk
                                                          for c in out):
             out.append(cand)
     return out
 
 
-def _ordered(wv: WorkingView, s: CompactionSettings, budget: Budget, mode: PassMode,
+def _ordered(wv: WorkingView, s: CompactionSettings, budget: Budget, reach: Reach,
              skipped: bool) -> Iterator[Candidate]:
     entries = wv.entries
     last_user = selection.last_user_index(entries)
@@ -57,13 +57,13 @@ def _ordered(wv: WorkingView, s: CompactionSettings, budget: Budget, mode: PassM
     full = selection.condensed_chunk(entries, s.condensed_min_fanout, s.leaf_chunk_tokens)
     if full:
         yield Candidate("condensed", full)
-    fanout = s.leaf_min_fanout if mode == "normal" else 1
+    fanout = s.leaf_min_fanout if reach == "before_tail" else 1
     yield from _leaves(selection.leaf_chunks(entries, tail, fanout, cap, keep=keep))
-    if mode == "hard" or skipped:
+    if reach == "into_tail" or skipped:
         relaxed = selection.condensed_chunk(entries, 2, s.leaf_chunk_tokens)
         if relaxed:
             yield Candidate("condensed", relaxed)
-    if mode == "hard":
+    if reach == "into_tail":
         newest = selection.newest_group_start(entries)
         yield from _leaves(selection.leaf_chunks(entries, newest, 1, cap, keep=keep))
 
@@ -79,15 +79,15 @@ def tail_cap(wv: WorkingView, budget: Budget) -> int:
     return min(budget.fresh_tail_max, room * budget.fresh_tail_max_percent // 100)
 
 
-def oversized_result(wv: WorkingView, s: CompactionSettings, budget: Budget, mode: PassMode,
+def oversized_result(wv: WorkingView, s: CompactionSettings, budget: Budget, reach: Reach,
                      excess: int) -> Candidate | None:
-    """The oldest tool result above the oversized limit before the tail (normal) or the newest
-    group (hard), to elide in place by `excess` (never below half the limit): an old huge result
-    gives way, precisely, before the messages around it (issue 10)."""
+    """The oldest tool result above the oversized limit before the tail (`before_tail`) or the
+    newest group (`into_tail`), to elide in place by `excess` (never below half the limit): an old huge result
+    gives way, precisely, before the messages around it."""
     entries = wv.entries
     protected = selection.protected_indices(entries)
     end = (selection.fresh_tail_start(entries, s.fresh_tail_count, tail_cap(wv, budget))
-           if mode == "normal" else selection.newest_group_start(entries))
+           if reach == "before_tail" else selection.newest_group_start(entries))
     floor = budget.oversized // 2
     for i, entry in enumerate(entries[:end]):
         if (entry.kind != "message" or entry.role not in RESULT_ROLES or i in protected
@@ -113,7 +113,7 @@ class _Loop:
 
     ctx: PassContext
     prepared: Prepared
-    mode: PassMode
+    reach: Reach
     skip: set[tuple[str, ...]] = field(default_factory=set)
     events: list[CompactionEvent] = field(default_factory=list)
     passes: int = 0
@@ -124,9 +124,9 @@ class _Loop:
         view already fits its ceiling), a view within the landing tolerance above the limit takes
         no move that would land more than the tolerance below it: steps land near the limit."""
         s, budget = self.ctx.settings, self.ctx.budget
-        options = candidates(wv, s, budget, mode=self.mode, skip=frozenset(self.skip), excess=excess)
+        options = candidates(wv, s, budget, reach=self.reach, skip=frozenset(self.skip), excess=excess)
         if self.ctx.trigger == "threshold":  # preparing ahead: summaries only, elisions are steps'
-            options = [c for c in options if c.tier != "elide"]
+            options = [c for c in options if c.kind != "elide"]
             excess = 0
         if not options:
             return None
@@ -134,7 +134,7 @@ class _Loop:
         chunk = fit[0] if fit is not None else options[0].chunk
         saving = (sum(wv.entries[i].tokens for i in chunk) - fit[1].token_count if fit is not None
                   else _expected_saving(wv, options[0], s, budget))
-        if fit is None and options[0].tier == "elide":
+        if fit is None and options[0].kind == "elide":
             return options[0]
         trim = trim_instead(wv, chunk, saving, excess)
         if trim is not None:
@@ -162,11 +162,11 @@ class _Loop:
         return new_wv, False
 
 
-async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *, mode: PassMode,
+async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *, reach: Reach,
                         ceiling: int | None = None) -> tuple[WorkingView, list[CompactionEvent]]:
     """Substitutions and passes until `ctx.measure(wv) <= limit` (see the module docstring); once
     the view fits `ceiling`, only moves that do not overshoot the limit much are taken."""
-    loop = _Loop(ctx, Prepared.load(ctx.tenant, wv.conversation_id), mode)
+    loop = _Loop(ctx, Prepared.load(ctx.tenant, wv.conversation_id), reach)
     while loop.passes < max(1, ctx.settings.max_recovery_iterations):
         before = ctx.measure(wv)
         if before <= limit:
@@ -184,9 +184,9 @@ async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *, mode: 
 def _expected_saving(wv: WorkingView, cand: Candidate, s: CompactionSettings, budget: Budget) -> int:
     """What compacting `cand` would free, about (a summary comes back near its target)."""
     tokens = sum(wv.entries[i].tokens for i in cand.chunk)
-    if cand.tier == "elide":
+    if cand.kind == "elide":
         return tokens - cand.allowance
-    return tokens - budget.summary_target(s, "leaf" if cand.tier == "leaf" else "condensed", tokens)
+    return tokens - budget.summary_target(s, "leaf" if cand.kind == "leaf" else "condensed", tokens)
 
 
 def trim_instead(wv: WorkingView, chunk: Sequence[int], saving: int, excess: int) -> Candidate | None:
@@ -209,8 +209,8 @@ def trim_instead(wv: WorkingView, chunk: Sequence[int], saving: int, excess: int
 def _substitutable(options: list[Candidate]) -> list[Candidate]:
     """Candidates a prepared summary may stand for: not an elision, and not a chunk holding the
     oversized result an elision would shrink just enough (substituting it whole overshoots)."""
-    elide = options[0].chunk[0] if options and options[0].tier == "elide" else None
-    return [c for c in options if c.tier != "elide" and elide not in c.chunk]
+    elide = options[0].chunk[0] if options and options[0].kind == "elide" else None
+    return [c for c in options if c.kind != "elide" and elide not in c.chunk]
 
 
 def _shrinks(new: WorkingView, old: WorkingView) -> bool:

@@ -1,8 +1,8 @@
-"""Summarisers behind the `Summarizer` protocol: litellm-backed, local extractive, circuit breaker.
+"""Summarizers behind the `Summarizer` protocol: litellm-backed, local extractive, circuit breaker.
 
 `ExtractiveSummarizer` (compaction/extractive.py) needs no model: it copies lines of the source into
 the structured sections, so its output always passes verification. `CircuitBreaker` stops calling a
-summariser whose transport keeps failing, so compaction falls through to local levels quickly.
+summarizer whose transport keeps failing, so compaction falls through to local levels quickly.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ __all__ = ["OPENING_FAILURES", "BreakerFailure", "CircuitBreaker", "ExtractiveSu
 
 
 def endpoint_identity(model: str, api_base: str | None, api_key: str | None) -> str:
-    """A stable id of a summariser endpoint (model, base, key hash): keys never appear in it."""
+    """A stable id of a summarizer endpoint (model, base, key hash): keys never appear in it."""
     key_hash = hashlib.sha256((api_key or "").encode()).hexdigest()[:32]
     return f"{model}|{api_base or ''}|{key_hash}"
 
 
 class LiteLLMSummarizer:
-    """Calls any litellm-supported model (including OpenAI-compatible `api_base`s) to summarise."""
+    """Calls any litellm-supported model (including OpenAI-compatible `api_base`s) to summarize."""
 
     def __init__(self, model: str, *, api_base: str | None = None, api_key: str | None = None,
                  timeout_s: float = 60.0, temperature: float = 0.0,
@@ -62,7 +62,7 @@ class LiteLLMSummarizer:
                 model=self.model, messages=messages, api_base=self._api_base, api_key=self._api_key,
                 timeout_s=self._timeout_s, temperature=self._temperature,
                 max_tokens=max(256, request.target_tokens * 2), **self._extra)
-        except Exception as exc:  # any provider failure is a summariser failure (data, not a crash)
+        except Exception as exc:  # any provider failure is a summarizer failure (data, not a crash)
             raise SummarizerError(f"{self.model}: {type(exc).__name__}: {redact(str(exc))[:300]}") from exc
         return llm.response_text(response)
 
@@ -110,7 +110,7 @@ class CircuitBreaker:
     async def complete(self, request: SummaryRequest) -> str:
         state = self.state
         if state == "open" or (state == "half_open" and self._trial_running):
-            raise SummarizerError(f"summariser {self.name} circuit open after "
+            raise SummarizerError(f"summarizer {self.name} circuit open after "
                                   f"{self._consecutive} consecutive failures", code="circuit_open")
         self._trial_running = state == "half_open"
         try:

@@ -1,4 +1,4 @@
-"""Token counting with the model's own tokenizer, never by characters (design: Budget).
+"""Token counting with the model's own tokenizer, never by characters: budgets match the provider.
 
 OpenAI families use tiktoken (`o200k_base` / `cl100k_base`) read from litellm's bundled encoding
 files; Anthropic and DeepSeek models use the Hugging Face tokenizers litellm ships. Nothing is ever

@@ -1,4 +1,4 @@
-"""Atomic message groups and the validation of every forwarded list (design: "what peers got wrong").
+"""Atomic message groups and the validation of every forwarded list: providers reject a split tool round.
 
 A group is what compaction, selection and truncation may never split: an assistant message carrying
 `tool_calls` (or a legacy `function_call`) together with ALL the tool/function results that follow it

@@ -1,4 +1,4 @@
-"""Deterministic last resort when compaction could not bring a plan within budget (design: Hard budget).
+"""Deterministic last resort when compaction could not bring a plan within budget: no request leaves over it.
 
 Nothing here leaves per-message husks: a message is kept whole, elided in place (elision.py: a long
 head and tail around one marker, its tool pairing intact), or dropped with its whole group, every

@@ -1,4 +1,4 @@
-"""Shapes crossing the boundary between proxy/ and the compaction engine, and the summariser seam."""
+"""Shapes crossing the boundary between proxy/ and the compaction engine, and the summarizer seam."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from typing import Any, Literal, Protocol
 
 from config.settings import CompactionSettings, LiteLLMParams
 from store.models import CompactionEvent
+from store.models import Message as Message  # re-exported: the one message type
 
-PromptLevel = Literal["normal", "aggressive"]  # the two summariser prompts (seed 000 escalation)
+PromptLevel = Literal["normal", "aggressive"]  # the two LLM summarizer prompts, tried in this order
 CircuitState = Literal["closed", "half_open", "open"]
-# normal: only before the fresh tail; hard: the tail shrinks to the newest group (the last user
-# message stays raw in both).
-PassMode = Literal["normal", "hard"]
+# How far into the view a step may compact: before_tail leaves the fresh tail raw; into_tail lets the
+# tail shrink to the newest group (the last user message stays raw at both).
+Reach = Literal["before_tail", "into_tail"]
 LevelRejection = Literal["error", "timeout", "deadline", "empty", "not_shorter", "too_long", "unverified"]
 
 
@@ -28,14 +29,15 @@ class Credentials:
 
 @dataclass(frozen=True)
 class ChatTurn:
-    """One incoming chat request, as the engine needs it (validated by compaction.messages)."""
+    """One incoming chat request as the engine's input (validated by compaction.messages); the proxy
+    keeps it as `Turn.turn` (proxy/server/chat.py) and the engine answers it with a PreparedRequest."""
 
     tenant_id: str
     model: str  # what the client asked for
     upstream: LiteLLMParams  # resolved model entry params
     settings: CompactionSettings  # global settings merged with the model entry's overrides
     context_window: int
-    messages: tuple[dict[str, Any], ...]  # as received (may carry `pinned`)
+    messages: tuple[Message, ...]  # as received (may carry `pinned`)
     tools: tuple[dict[str, Any], ...] = ()
     max_reply_tokens: int | None = None  # max_tokens / max_completion_tokens
     external_conversation_id: str | None = None  # X-Conversation-Id
@@ -47,7 +49,7 @@ class ChatTurn:
 
 @dataclass(frozen=True)
 class Occupancy:
-    """Tokens of the forwarded request by category (seed 002, "ocupacao da janela")."""
+    """Tokens of the forwarded request by category."""
 
     system: int = 0
     anchors: int = 0
@@ -66,7 +68,7 @@ class Occupancy:
 
     @property
     def unused_ratio(self) -> float:
-        """Share of the input budget the request leaves unused (issue 10: a defect, not headroom)."""
+        """Share of the input budget the request leaves unused (a defect, not headroom: context withheld)."""
         return round(self.free / self.budget, 4) if self.budget > 0 else 0.0
 
     def as_dict(self) -> dict[str, int]:
@@ -77,10 +79,10 @@ class Occupancy:
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """What the proxy forwards, plus what it reports about it."""
+    """The engine's answer to one ChatTurn: what the proxy forwards, plus what it reports about it."""
 
     conversation_id: str
-    messages: tuple[dict[str, Any], ...]  # the forwarded list: validated, within budget, `pinned` stripped
+    messages: tuple[Message, ...]  # the forwarded list: validated, within budget, `pinned` stripped
     tools: tuple[dict[str, Any], ...]  # the client's tools (recall tools are added by the proxy)
     tokens_received: int  # the client's full request, counted
     tokens_forwarded: int
@@ -88,7 +90,7 @@ class PreparedRequest:
     compacted: bool  # summaries, anchors or truncation replaced part of the history
     summary_ids: tuple[str, ...]  # summaries present in the forwarded context
     occupancy: Occupancy
-    waited_on_summarizer: bool  # this turn ran a synchronous summariser call (hard budget)
+    waited_on_summarizer: bool  # this turn ran a synchronous summarizer call (hard budget)
     forced_truncation: bool
     prefix_stable: bool | None  # extends the previous forwarded request (None: first turn)
     events: tuple[CompactionEvent, ...] = ()  # synchronous compaction steps of this turn
@@ -109,7 +111,7 @@ class PreparedRequest:
 
 @dataclass(frozen=True)
 class SummaryRequest:
-    """One call to a summariser: the prompt and how the text should come back."""
+    """One call to a summarizer: the prompt and how the text should come back."""
 
     system_prompt: str
     user_prompt: str
@@ -119,7 +121,7 @@ class SummaryRequest:
 
 
 class Summarizer(Protocol):
-    """The `complete(prompt, options)` seam (seed 000): litellm, local extractive, or a test fake."""
+    """The `complete(prompt, options)` seam: litellm, local extractive, or a test fake."""
 
     @property
     def name(self) -> str: ...
@@ -129,7 +131,7 @@ class Summarizer(Protocol):
 
 @dataclass(frozen=True)
 class SummarizerChoice:
-    """Which summariser a conversation uses, resolved per request (may need the client's key)."""
+    """Which summarizer a conversation uses, resolved per request (may need the client's key)."""
 
     summarizer: Summarizer
     settings: dict[str, Any] = field(default_factory=dict)  # model, temperature, ... for provenance

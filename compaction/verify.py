@@ -1,6 +1,6 @@
-"""Extractive-summary verifier (seed 002): a summary may not introduce facts its sources lack.
+"""Summary verifier: a summary may not introduce facts its sources lack.
 
-Facts are what a summariser can get wrong while sounding right: numbers, ids, paths, URLs, emails,
+Facts are what a summarizer can get wrong while sounding right: numbers, ids, paths, URLs, emails,
 dates, amounts and names. Ordinary words never are: a faithful summary rewords freely. Each fact of
 the summary must occur in the sources or the anchor block, compared the way a reader would:
 - ids, paths, versions and symbols as whole tokens, case-insensitively ("ORD-4471" is not found in

@@ -6,7 +6,6 @@ import functools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from compaction.anchors import render_anchor_block
 from compaction.budget import Budget
@@ -22,17 +21,17 @@ from compaction.types import ChatTurn
 from compaction.workview import WorkingView
 from config.settings import RecallSettings
 from store.interface import TenantAccess
-from store.models import IngestResult, SummaryRecord
+from store.models import IngestResult, Message, SummaryRecord
 
 _SEQ = operator.attrgetter("seq")
 
 
 @dataclass(frozen=True)
 class RequestContext:
-    """Everything one request's planning needs, computed once."""
+    """The engine's working inputs for one ChatTurn (messages, budget, keys), computed once."""
 
     turn: ChatTurn
-    messages: list[dict[str, Any]]  # validated request body (may carry `pinned`)
+    messages: list[Message]  # validated request body (may carry `pinned`)
     ingest: IngestResult
     counter: TokenCounter
     budget: Budget
@@ -40,7 +39,7 @@ class RequestContext:
     recall: RecallSettings
     client_tools_tokens: int
     keys: Sequence[bytes | None] = ()  # the messages' exact JSON (store/running_hashes.py exact_keys)
-    body: dict[int, dict[str, Any]] = field(default_factory=dict)  # by seq: what is forwarded raw
+    body: dict[int, Message] = field(default_factory=dict)  # by seq: what is forwarded raw
     key_by_id: dict[int, bytes | None] = field(default_factory=dict)  # a body's exact JSON, by id()
     anchor_tokens: dict[tuple[int, ...], int] = field(default_factory=dict)  # by anchor snapshot
 
@@ -76,13 +75,13 @@ class RequestContext:
         return RecallNames(self.recall.search_tool_name, self.recall.expand_tool_name)
 
     @property
-    def render_summary(self) -> Callable[[SummaryRecord], dict[str, Any]]:
+    def render_summary(self) -> Callable[[SummaryRecord], Message]:
         return self.renderer(self.recall, self.turn.offer_recall)
 
     @staticmethod
-    def renderer(recall: RecallSettings, offered: bool) -> Callable[[SummaryRecord], dict[str, Any]]:
+    def renderer(recall: RecallSettings, offered: bool) -> Callable[[SummaryRecord], Message]:
         """Summary rendering with retrieval hints only when the recall tools are `offered`."""
-        def render(record: SummaryRecord) -> dict[str, Any]:
+        def render(record: SummaryRecord) -> Message:
             return render_summary_message(record, tools_offered=offered,
                                           expand_tool_name=recall.expand_tool_name)
         return render
@@ -96,7 +95,7 @@ def plan_for(ctx: RequestContext, wv: WorkingView) -> Plan:
     block = anchor_block_for(ctx.tenant, ctx.conversation_id, wv, ctx.budget, ctx.counter)
     anchor_tokens = ctx.counter.count_message(block) if block else 0
 
-    def render(entry: Entry) -> dict[str, Any]:
+    def render(entry: Entry) -> Message:
         if entry.kind == "summary":
             return ctx.render_summary(wv.summaries[entry.ref])
         message = ctx.body.get(entry.seq) or strip_private_fields(wv.stored[entry.seq].message)
@@ -124,7 +123,7 @@ def measure_request(ctx: RequestContext, wv: WorkingView) -> int:
 
 
 def anchor_block_for(tenant: TenantAccess, cid: str, wv: WorkingView, budget: Budget,
-                     counter: TokenCounter) -> dict[str, Any] | None:
+                     counter: TokenCounter) -> Message | None:
     """The anchor block of the view's snapshot (stable between steps); None before any step."""
     if not wv.anchor_ids:
         return None

@@ -2,7 +2,7 @@
 
 The persisted view is what requests forward (summaries up to its boundary, raw messages after), and
 it changes only at a step, so forwarded requests between steps share their prefix. System/developer
-messages are kept aside (never summarised, always emitted first by the planner). Token counts are
+messages are kept aside (never summarized, always emitted first by the planner). Token counts are
 the cached ones; summaries are counted once as rendered messages.
 """
 
@@ -12,17 +12,17 @@ import itertools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import cast
 
 from compaction.raw_runs import RAW_RUNS
 from compaction.selection import Entry
 from compaction.toolpairs import SYSTEM_ROLES
 from store.interface import TenantAccess
-from store.models import Anchor, ContextView, StoredMessage, SummaryRecord, ViewItem
+from store.models import Anchor, ContextView, Message, StoredMessage, SummaryRecord, ViewItem
 
 _SEQ: Callable[[StoredMessage], int] = operator.attrgetter("seq")
-RenderSummary = Callable[[SummaryRecord], dict[str, Any]]
-CountMessage = Callable[[dict[str, Any]], int]
+RenderSummary = Callable[[SummaryRecord], Message]
+CountMessage = Callable[[Message], int]
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ class UpstreamHTTPError(UpstreamError):
 
 
 class SummarizerError(CtxProxyError):
-    """A summariser call failed or returned unusable output. Never reaches a client."""
+    """A summarizer call failed or returned unusable output. Never reaches a client."""
 
     error_type = "summarizer_error"
     default_code = "summarizer_failed"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from config.errors import ConfigError
 
-# Seed 000 defaults (pkg/seahorse/short_constants.go): tuned constants, overridable but named here.
+# Compaction defaults: tuned constants, overridable but named here.
 FRESH_TAIL_COUNT = 32
 LEAF_MIN_FANOUT = 8
 LEAF_CHUNK_TOKENS = 20_000
@@ -22,14 +22,14 @@ CONDENSED_TARGET_TOKENS = 2_000
 CONTEXT_THRESHOLD_PERCENT = 75
 SUMMARIZE_MESSAGE_THRESHOLD = 20
 MAX_RECOVERY_ITERATIONS = 20
-# Agent loops (issue 10): a step lands at this share of the budget, raw messages filling it; background
+# Agent loops: a step lands at this share of the budget, raw messages filling it; background
 # work prepares summaries ahead, down to the preparation share; the request path waits at most this long.
 TARGET_TOKEN_PERCENT = 90
 PREPARE_TOKEN_PERCENT = 60
 SYNC_DEADLINE_S = 10.0
 OversizedLastMessage = Literal["reject", "truncate"]
 OVERSIZED_LAST_MESSAGE_POLICIES: tuple[OversizedLastMessage, ...] = ("reject", "truncate")
-# Seed 003: when neither config nor provider metadata knows the window.
+# The window assumed when neither config nor provider metadata knows it.
 FALLBACK_CONTEXT_WINDOW = 50_000
 
 LOCAL_EXTRACTIVE = "local/extractive"
@@ -158,7 +158,7 @@ class ModelEntry:
 
 @dataclass(frozen=True)
 class SummarizerSettings:
-    """Optional separate summariser; `model=None` means the request's own model and upstream."""
+    """Optional separate summarizer; `model=None` means the request's own model and upstream."""
 
     model: str | None = None
     api_base: str | None = None

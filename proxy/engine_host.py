@@ -20,7 +20,7 @@ import structlog
 
 from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
-from compaction.types import ChatTurn, PreparedRequest
+from compaction.types import ChatTurn, Message, PreparedRequest
 
 Result = TypeVar("Result")
 HAND_OVER_YIELD_S = 0.001  # the engine thread's pause after handing a request over early...
@@ -36,7 +36,7 @@ class HostedEngine(Protocol):
     async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
                       start: EarlyStart | None = None) -> PreparedRequest: ...
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None: ...
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None: ...
 
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool: ...
 
@@ -58,8 +58,9 @@ class InlineRunner:
 
 @dataclass(frozen=True)
 class Preparing:
-    """The request to forward; `settled` is its full preparation, still running on the engine thread
-    when the engine handed the request over early (compaction/early_forward.py)."""
+    """The engine thread's handover of one request: `request`, the PreparedRequest to forward now;
+    `settled`, its full preparation, still running when the engine handed it over early
+    (compaction/early_forward.py)."""
 
     request: PreparedRequest
     settled: concurrent.futures.Future[PreparedRequest] | None = None
@@ -182,7 +183,7 @@ class EngineHost:
             raise
 
     async def finish_turn(self, preparing: Preparing, turn: ChatTurn,
-                          reply: dict[str, Any] | None) -> None:
+                          reply: Message | None) -> None:
         """Store the reply (when there is one), then schedule background work when due; after the
         request's full preparation, when it was forwarded early (its stored ids are needed)."""
         def finished(prepared: PreparedRequest) -> None:

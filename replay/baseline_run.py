@@ -6,18 +6,20 @@ the same budget the engine computes, the same checks and the same per-request ob
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from compaction.budget import Budget
 from compaction.tokens import TokenCounter
+from compaction.types import Message
 from replay.baselines import Strategy
 from replay.checks import CachedCounter, RequestCheck, check_request
 from replay.records import RecordedConversation
 from replay.report import ConversationReport, finish_report
-from replay.run import Message, ObservedRequest, ProgressHook, ReplayOptions, RequestObserver, select_points
+from replay.run import ObservedRequest, ProgressHook, ReplayOptions, RequestObserver, select_points
 
 
-def budget_for(options: ReplayOptions, tools: Sequence[Message], counter: TokenCounter) -> Budget:
+def budget_for(options: ReplayOptions, tools: Sequence[Mapping[str, Any]], counter: TokenCounter) -> Budget:
     """The budget the engine computes for these settings (no max_tokens in replayed requests)."""
     return Budget.compute(options.compaction, options.window, None, counter.count_tools(list(tools)))
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from compaction.llm import get_litellm
 from compaction.toolpairs import SYSTEM_ROLES, group_messages
-
-Message = dict[str, Any]
+from compaction.types import Message
 
 
 class Counts(Protocol):

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction.tokens import REPLY_PRIMING, TokenCounter
+from compaction.types import Message
 from replay.records import Check
 from store.content import message_text
-
-Message = Mapping[str, Any]
 
 
 def context_text(messages: Sequence[Message]) -> str:
@@ -60,7 +59,7 @@ class CachedCounter:
     def count_messages(self, messages: Sequence[Message]) -> int:
         return REPLY_PRIMING + sum(self.count_message(m) for m in messages)
 
-    def count_tools(self, tools: Sequence[Message]) -> int:
+    def count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
         return self.counter.count_tools(list(tools))
 
 
@@ -140,7 +139,7 @@ def extends(previous: Sequence[Message] | None, current: Sequence[Message]) -> b
 
 
 def check_request(sent: Sequence[Message], forwarded: Sequence[Message], *, budget: int,
-                  counter: Counter, tools: Sequence[Message] = (),
+                  counter: Counter, tools: Sequence[Mapping[str, Any]] = (),
                   previous: Sequence[Message] | None = None,
                   checks: Sequence[Check] = ()) -> RequestCheck:
     """Everything measured about one request: what the client sent vs what the provider got."""

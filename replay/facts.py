@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from replay.checks import Message, context_text, synthetic_messages
+from compaction.types import Message
+from replay.checks import context_text, synthetic_messages
 from replay.needed_later.texts import readable_text
 from replay.records import Check
 from store.content import message_text
@@ -63,7 +64,7 @@ def _stale_lines(text: str, stale: str, asserting: re.Pattern[str] | None) -> bo
 
 def stale_as_current(check: Check, synthetic: Sequence[Message]) -> tuple[str, ...]:
     """Old values ctxproxy's own messages present as current: any unmarked line of the anchor block
-    (its header says values are current), or a summary line promoting it to a decision (seed 003)."""
+    (its header says values are current), or a summary line promoting it to a decision."""
     found: list[str] = []
     for stale in check.stale_values:
         for message in synthetic:

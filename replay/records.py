@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compaction.types import Message
 from config.errors import InvalidRequestError
 
 
@@ -50,7 +51,7 @@ class RecordedConversation:
     """A whole recorded conversation: its messages, the client's tools and the checks to run."""
 
     id: str
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[Message, ...]
     checks: tuple[Check, ...]
     tools: tuple[dict[str, Any], ...] = ()
 

@@ -3,7 +3,7 @@
 A request is sent wherever the recording has an assistant message right after a user or tool
 message: the client sends everything before it, and the recorded assistant message is the reply.
 The run uses a real Store in a temporary directory, the model's own tokenizer and window, and a
-real summariser (`local/extractive` by default), exactly as the proxy would; no network.
+real summarizer (`local/extractive` by default), exactly as the proxy would; no network.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from compaction import recall
 from compaction.engine import Engine
 from compaction.tokens import TokenCounter
-from compaction.types import ChatTurn, PreparedRequest, Summarizer, SummarizerChoice
+from compaction.types import ChatTurn, Message, PreparedRequest, Summarizer, SummarizerChoice
 from config.errors import CtxProxyError
 from config.settings import (
     LOCAL_EXTRACTIVE,
@@ -36,7 +36,6 @@ from store.factory import open_store
 from store.interface import TenantAccess
 from store.models import CompactionEvent, SummaryRecord
 
-Message = dict[str, Any]
 ProgressHook = Callable[[int, int], None]  # (requests done, requests total)
 
 
@@ -67,7 +66,7 @@ REPLAY_TENANT = "bench"  # the throw-away store's only tenant
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    """How to replay: which model's tokenizer and price, which window, which summariser."""
+    """How to replay: which model's tokenizer and price, which window, which summarizer."""
 
     model: str = DEFAULT_MODEL
     window: int = DEFAULT_WINDOW
@@ -116,7 +115,7 @@ class _EngineRun:
                         messages=tuple(self.conv.messages[:k]), tools=tuple(self.conv.tools),
                         offer_recall=offer)
 
-    def forwarded_tools(self, prepared: PreparedRequest) -> list[Message]:
+    def forwarded_tools(self, prepared: PreparedRequest) -> list[dict[str, Any]]:
         """The tools the proxy would send: the client's, plus recall tools when it offers them."""
         extra = recall.tool_schemas(self.recall) if recall.should_offer(prepared, self.recall) else []
         return list(self.conv.tools) + extra

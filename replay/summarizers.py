@@ -1,4 +1,4 @@
-"""The summariser a replay runs: chosen by name, and wrapped to count its calls."""
+"""The summarizer a replay runs: chosen by name, and wrapped to count its calls."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from config.settings import LOCAL_EXTRACTIVE, Settings
 
 
 class CountingSummarizer:
-    """Wraps a summariser and counts its calls (the replay's "summariser calls per turn")."""
+    """Wraps a summarizer and counts its calls (the replay's "summarizer calls per turn")."""
 
     def __init__(self, inner: Summarizer) -> None:
         self.inner = inner

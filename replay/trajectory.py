@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from compaction.types import Message
 from replay.records import RecordedConversation, bad_line, conversation_line, json_lines
 
 Line = tuple[int, Any]  # (1-based line number, decoded JSON value)
@@ -32,7 +33,7 @@ def _tools(path: Path, line: Line | None) -> tuple[dict[str, Any], ...]:
     return tuple(tools)
 
 
-def _message(path: Path, line: Line) -> dict[str, Any]:
+def _message(path: Path, line: Line) -> Message:
     number, value = line
     if not isinstance(value, dict) or value.get("role") not in ROLES:
         raise bad_line(path, number, f"expected one chat message with a role in {sorted(ROLES)}")

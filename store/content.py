@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from store.models import Message
+
 TOOL_RESULT_NOTE = "tool result payload omitted on purpose; re-run the tool if you need it"
 _MAX_INLINE_URI = 256  # data: URIs longer than this are abbreviated in expand output
 
@@ -62,7 +64,7 @@ def tool_calls(m: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def message_text(m: Mapping[str, Any]) -> str:
-    """The one text of a message, the same for the search index, the inspector, the summariser
+    """The one text of a message, the same for the search index, the inspector, the summarizer
     prompts and the verifier: content (every part type) then tool calls as `name(arguments)`."""
     pieces = [_joined(m.get("content"), _any_part_text)]
     for call in tool_calls(m):
@@ -97,7 +99,7 @@ def _media_uri(part: Mapping[str, Any]) -> str | None:
     return None
 
 
-def media_parts(m: dict[str, Any]) -> list[dict[str, Any]]:
+def media_parts(m: Message) -> list[dict[str, Any]]:
     """Media referenced by content parts, as {type: 'media', media_type, uri}."""
     content = m.get("content")
     if not isinstance(content, list):

@@ -1,4 +1,4 @@
-"""Expand ids back to full content (seed 000 `short_expand`, plus summaries' sources).
+"""Expand ids back to full content (messages; summaries with their sources): the expand recall tool.
 
 Decimal ids are messages: full text, tool calls as {type: 'tool_call', id, name, arguments}, media
 URIs as {type: 'media', ...}. Tool results are omitted on purpose (they can be huge; re-run the tool).

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from store.fastjson import canonical_ascii
+from store.models import Message
 from store.running_hashes import RunningHashes, exact_keys
 
 # `function_call` (legacy function calling) is kept beside the contract's fields: two different legacy
@@ -62,9 +63,9 @@ def _normalise_tool_call(call: Any) -> Any:
     return _prune(reduced)
 
 
-def normalise_message(m: dict[str, Any]) -> dict[str, Any]:
+def normalise_message(m: Message) -> Message:
     """The identity-relevant part of a message: kept keys, empty values and `pinned` dropped."""
-    out: dict[str, Any] = {}
+    out: Message = {}
     for key in _KEPT_KEYS:
         value = m.get(key)
         if value is None or value == "":
@@ -89,12 +90,12 @@ def canonical_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-def content_hash(m: dict[str, Any]) -> str:
+def content_hash(m: Message) -> str:
     """Hash of one normalised message alone."""
     return hashlib.sha256(canonical_ascii(normalise_message(m))).hexdigest()
 
 
-def canonical_bodies(msgs: Sequence[dict[str, Any]]) -> list[bytes]:
+def canonical_bodies(msgs: Sequence[Message]) -> list[bytes]:
     """Canonical JSON bytes of each normalised message (what both hashes are computed over)."""
     return [canonical_ascii(normalise_message(m)) for m in msgs]
 
@@ -109,7 +110,7 @@ def chain_from_bodies(bodies: Sequence[bytes], previous: str = "") -> list[str]:
     return out
 
 
-def chain_hashes(msgs: Sequence[dict[str, Any]], previous: str = "") -> list[str]:
+def chain_hashes(msgs: Sequence[Message], previous: str = "") -> list[str]:
     """Running hash per message; `previous` continues an already stored chain."""
     return chain_from_bodies(canonical_bodies(msgs), previous)
 
@@ -119,7 +120,7 @@ def body_hash(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def _chain_step(previous: str, m: dict[str, Any]) -> str:
+def _chain_step(previous: str, m: Message) -> str:
     return hashlib.sha256(previous.encode() + canonical_ascii(normalise_message(m))).hexdigest()
 
 
@@ -127,7 +128,7 @@ def _chain_step(previous: str, m: dict[str, Any]) -> str:
 CHAINS = RunningHashes(_chain_step, name="chain_hashes")
 
 
-def chain_of(msgs: Sequence[dict[str, Any]], keys: Sequence[bytes | None] | None = None) -> list[str]:
+def chain_of(msgs: Sequence[Message], keys: Sequence[bytes | None] | None = None) -> list[str]:
     """`chain_hashes(msgs)`, memoised per message (store/running_hashes.py); `keys`: the messages'
     exact JSON when the caller has it already. The run is the first message: a resend of the last
     history starting with it shares that history's hashes up to where the two differ."""

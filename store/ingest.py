@@ -24,7 +24,7 @@ from config.errors import InvalidRequestError
 from store import rows
 from store.content import message_text
 from store.identity import body_hash, canonical_bodies, chain_of
-from store.models import Conversation, IngestResult, StoredMessage, assembled
+from store.models import Conversation, IngestResult, Message, StoredMessage, assembled
 from store.prefix_rows import NOTHING_MADE, Made, PrefixRows, Row
 from store.running_hashes import exact_keys
 
@@ -59,7 +59,7 @@ class _Match:
     matched: int  # length of the common chain prefix
 
 
-def public_body(m: dict[str, Any]) -> dict[str, Any]:
+def public_body(m: Message) -> Message:
     """The message as stored: the client's object minus ctxproxy's own `pinned` field."""
     return {k: v for k, v in m.items() if k != "pinned"} if "pinned" in m else dict(m)
 
@@ -116,7 +116,7 @@ def insert_conversation(run: Runner, model: str, external_id: str | None,
     return row
 
 
-def insert_message(run: Runner, cid: str, seq: int, m: dict[str, Any], token_count: int,
+def insert_message(run: Runner, cid: str, seq: int, m: Message, token_count: int,
                    hashes: tuple[str, str], source: str, now: float) -> StoredMessage:
     """Write one message (the FTS triggers index its searchable text)."""
     body = public_body(m)
@@ -133,7 +133,7 @@ def insert_message(run: Runner, cid: str, seq: int, m: dict[str, Any], token_cou
                          source="reply" if source == "reply" else "client", created_at=now)
 
 
-def _stored_prefix(run: Runner, cid: str, messages: Sequence[dict[str, Any]], upto: int,
+def _stored_prefix(run: Runner, cid: str, messages: Sequence[Message], upto: int,
                    chain: Sequence[str], cache: PrefixRows | None,
                    keys: Sequence[bytes | None]) -> list[StoredMessage]:
     """Already stored messages 0..upto-1, bodies taken from the request (equal after normalisation).
@@ -185,7 +185,7 @@ def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
             for r in found]
 
 
-def _prefix_message(r: Any, m: dict[str, Any]) -> StoredMessage:
+def _prefix_message(r: Any, m: Message) -> StoredMessage:
     """A row of `_MSG_COLUMNS` (read by position: the hot loop of a resent history) with the
     request's body."""
     return assembled(StoredMessage, {
@@ -198,11 +198,11 @@ def _pinned(m: StoredMessage) -> StoredMessage:
     return replace(m, pinned=True)
 
 
-def _only_system(messages: Sequence[dict[str, Any]], upto: int) -> bool:
+def _only_system(messages: Sequence[Message], upto: int) -> bool:
     return all(m.get("role") in ("system", "developer") for m in messages[:upto])
 
 
-def _identify(run: Runner, messages: Sequence[dict[str, Any]], external_id: str | None,
+def _identify(run: Runner, messages: Sequence[Message], external_id: str | None,
               keys: Sequence[bytes | None]) -> tuple[list[str], _Match]:
     """The request's chain hashes and the stored conversation its history matches."""
     chain = chain_of(messages, keys)
@@ -217,8 +217,8 @@ def _forks(match: _Match, length: int) -> bool:
     return conv is not None and match.matched < conv["message_count"] and match.matched < length
 
 
-def ingest(run: Runner, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-           count_tokens: Callable[[dict[str, Any]], int], prefix_rows: PrefixRows | None = None,
+def ingest(run: Runner, messages: Sequence[Message], *, model: str, external_id: str | None,
+           count_tokens: Callable[[Message], int], prefix_rows: PrefixRows | None = None,
            keys: Sequence[bytes | None] | None = None) -> IngestResult:
     """Identify the conversation, store only new messages; the caller holds the transaction.
     `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py); `keys`:

@@ -19,6 +19,7 @@ from store.models import (
     ExpandedItem,
     ForwardedRecord,
     IngestResult,
+    Message,
     SearchHit,
     SearchQuery,
     StoredMessage,
@@ -38,11 +39,11 @@ class TenantAccess(Protocol):
     @property
     def tenant_id(self) -> str: ...
 
-    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-               count_tokens: Callable[[dict[str, Any]], int],
+    def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
+               count_tokens: Callable[[Message], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult: ...
 
-    def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
+    def append_reply(self, conversation_id: str, message: Message, token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage: ...
 
     def conversation(self, conversation_id: str) -> Conversation: ...
@@ -92,7 +93,7 @@ class TenantAccess(Protocol):
     def forwarded(self, conversation_id: str) -> list[ForwardedRecord]: ...
 
     def record_tool_round(self, conversation_id: str, calls: list[dict[str, Any]],
-                          results: list[dict[str, Any]]) -> None: ...
+                          results: list[Message]) -> None: ...
 
     def tool_rounds(self, conversation_id: str) -> list[dict[str, Any]]: ...
 

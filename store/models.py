@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
+# One chat message: an OpenAI chat-completions message object (role, content, tool_calls, ...) kept as
+# the parsed JSON the client sent, so nothing in it is lost. Every package uses this one name.
+Message = dict[str, Any]
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 MessageSource = Literal["client", "reply"]
 SummaryKind = Literal["leaf", "condensed"]
-# normal/aggressive: the LLM summariser's prompts; extractive: the local one; truncation: whole messages
+# normal/aggressive: the LLM summarizer's prompts; extractive: the local one; truncation: whole messages
 # kept, the rest behind one pointer line; elision (events only): request-time cuts in place.
 SummaryLevel = Literal["normal", "aggressive", "truncation", "extractive", "elision"]
 ViewItemKind = Literal["message", "summary"]
@@ -43,7 +46,7 @@ class StoredMessage:
     conversation_id: str
     seq: int  # 0-based position in the conversation
     role: str
-    message: dict[str, Any]  # lossless original JSON object, minus ctxproxy's own `pinned` field
+    message: Message  # lossless original JSON object, minus ctxproxy's own `pinned` field
     token_count: int  # counted once with the conversation model's tokenizer, framing included
     chain_hash: str  # hash over (previous chain_hash, normalised message): conversation identity
     content_hash: str  # hash of the normalised message alone
@@ -94,7 +97,7 @@ class SummaryRecord:
     last_seq: int
     source_message_ids: tuple[int, ...]  # direct sources when kind == "leaf"
     source_summary_ids: tuple[str, ...]  # direct sources when kind == "condensed"
-    model: str  # summariser model that wrote it (`local/extractive`, `local/truncation`, ...)
+    model: str  # summarizer model that wrote it (`local/extractive`, `local/truncation`, ...)
     prompt_version: str
     created_at: float = 0.0
 
@@ -119,7 +122,7 @@ class SummaryDraft:
 
 @dataclass(frozen=True)
 class Anchor:
-    """A concrete fact that travels raw in the anchor block (seed 002)."""
+    """A concrete fact that travels raw in the anchor block."""
 
     id: int
     conversation_id: str
@@ -167,11 +170,11 @@ class ContextView:
 
 @dataclass(frozen=True)
 class CompactionEvent:
-    """Provenance of one compaction step (seed 003: reproducible, auditable)."""
+    """Provenance of one compaction pass (or of a request's truncation): enough to trace and reproduce it."""
 
     conversation_id: str
-    trigger: Literal["threshold", "hard_budget", "manual"]
-    tier: Literal["leaf", "condensed", "truncation"]
+    trigger: Literal["threshold", "hard_budget", "manual"]  # why the step holding this pass ran
+    tier: Literal["leaf", "condensed", "truncation"]  # the kind compacted (stored and labelled `tier`)
     level: SummaryLevel
     outcome: Literal["committed", "rejected", "failed", "skipped"]
     summarizer_model: str

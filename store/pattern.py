@@ -2,7 +2,7 @@
 
 User text never reaches MATCH as is: terms are tokenised here and emitted as quoted FTS5 strings,
 operators are rebuilt from a parsed tree, and anything we cannot read raises InvalidRequestError
-(param="pattern"). Language (seed 000 short_grep):
+(param="pattern"). Language:
 
 - words (`invoice`), quoted phrases (`"payment failed"`), uppercase `AND` / `OR` / `NOT`
   (adjacent terms mean AND; NOT is binary: `invoice NOT draft`), parentheses for grouping;

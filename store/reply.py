@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Any
 
 from config.errors import StoreError
 from store import ingest as ingest_mod
 from store import rows
 from store.identity import body_hash, canonical_bodies, chain_from_bodies
 from store.ingest import Runner
-from store.models import StoredMessage
+from store.models import Message, StoredMessage
 
 _COPIED = ("seq, role, token_count, chain_hash, content_hash, pinned, source, created_at, message_json, "
            "text")
@@ -52,7 +51,7 @@ def _fork(run: Runner, conv: sqlite3.Row, parent_seq: int, now: float) -> str:
     return str(fork["id"])
 
 
-def append_reply(run: Runner, conv: sqlite3.Row, message: dict[str, Any], token_count: int, *,
+def append_reply(run: Runner, conv: sqlite3.Row, message: Message, token_count: int, *,
                  parent_seq: int, parent_chain: str | None) -> StoredMessage:
     """Append, reuse the identical stored reply, or branch (see the module docstring)."""
     parent = _parent(run, conv, parent_seq, parent_chain)

@@ -13,6 +13,7 @@ from store.models import (
     ContextView,
     Conversation,
     ForwardedRecord,
+    Message,
     StoredMessage,
     SummaryRecord,
     ViewItem,
@@ -40,7 +41,7 @@ def conversation(row: sqlite3.Row) -> Conversation:
                         updated_at=row["updated_at"])
 
 
-def message(row: sqlite3.Row, body: dict[str, Any] | None = None) -> StoredMessage:
+def message(row: sqlite3.Row, body: Message | None = None) -> StoredMessage:
     """`body` replaces the stored JSON when the caller already holds an equivalent message."""
     return StoredMessage(id=row["id"], conversation_id=row["conversation_id"], seq=row["seq"],
                          role=row["role"],

@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 
 from store.fastjson import is_plain
+from store.models import Message
 
-Step = Callable[[str, dict[str, Any]], str]  # (previous hash, message) -> this message's running hash
+Step = Callable[[str, Message], str]  # (previous hash, message) -> this message's running hash
 MAX_KEY_BYTES = 8 * 1024 * 1024  # about 14 resent 100k-token histories (500 messages of ~800 bytes)
 MAX_RUN_BYTES = 4 * 1024 * 1024  # the last sequence of each run key: about 7 such histories
 # Bytes of a memo entry beyond its message's JSON, measured (tests/store/test_running_hashes.py):
@@ -128,7 +129,7 @@ class RunningHashes:
         self._max_run = max_run_bytes
         self._lock = threading.Lock()
 
-    def over(self, messages: Sequence[dict[str, Any]], previous: str = "",
+    def over(self, messages: Sequence[Message], previous: str = "",
              keys: Sequence[bytes | None] | None = None, run: Hashable | None = None) -> list[str]:
         """`keys`: the messages' `exact_keys` when the caller has them already; `run`: compare with
         (and then keep) the last sequence hashed under this key."""

@@ -1,4 +1,4 @@
-"""Full-text search over a tenant's messages and summaries (seed 000 `short_grep`).
+"""Full-text search over a tenant's messages and summaries: the search recall tool.
 
 The pattern is compiled by store/pattern.py (never passed raw to MATCH). Word patterns use the
 unicode61 indexes (`*_fts`), substring/CJK patterns the trigram ones (`*_tri`).

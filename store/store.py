@@ -47,6 +47,7 @@ from store.models import (
     ExpandedItem,
     ForwardedRecord,
     IngestResult,
+    Message,
     SearchHit,
     SearchQuery,
     StoredMessage,
@@ -199,8 +200,8 @@ class TenantStore:
 
     # -- conversations and messages --------------------------------------------------------------
 
-    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-               count_tokens: Callable[[dict[str, Any]], int],
+    def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
+               count_tokens: Callable[[Message], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult:
         """Store a request's history (only what is new); see store/ingest.py for identity rules.
         `keys`: the messages' exact JSON when the caller has it (store/running_hashes.py)."""
@@ -209,7 +210,7 @@ class TenantStore:
                                      count_tokens=count_tokens, prefix_rows=self._store.prefix_rows,
                                      keys=keys)
 
-    def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
+    def append_reply(self, conversation_id: str, message: Message, token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage:
         """Store the provider's reply (source='reply') to the request whose last message is
         `parent_seq` (its chain hash `parent_chain`, checked when given): appended at the tip, not
@@ -497,7 +498,7 @@ class TenantStore:
         return [rows.forwarded(r) for r in found]
 
     def record_tool_round(self, conversation_id: str, calls: list[dict[str, Any]],
-                          results: list[dict[str, Any]]) -> None:
+                          results: list[Message]) -> None:
         """Audit trail of the proxy's own recall tool calls (never messages, never compacted)."""
         with self._tx(conversation_id):
             self.conversation(conversation_id)

@@ -16,9 +16,9 @@ from typing import Any
 from bench.agentloop.facts import Fact, draw_facts
 from bench.agentloop.outputs import RUNNERS, Output, file_read, filler_path, grep, symbol
 from bench.agentloop.prose import PROSE, Language, Prose
+from compaction.types import Message
 from replay.records import Check, RecordedConversation
 
-Message = dict[str, Any]
 TOKENS_PER_ROUND = 620  # measured mean of a round (note, call, output) across languages
 MIN_ROUNDS = 30  # room for every fact's late use (the last 35 % of the rounds)
 TOOLS: tuple[dict[str, Any], ...] = tuple(

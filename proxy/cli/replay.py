@@ -59,7 +59,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"context window to simulate (default {DEFAULT_WINDOW}; 0 = the model's own)")
     parser.add_argument("--summarizer", default=LOCAL_EXTRACTIVE,
                         help="local/extractive (default), a model_list name or any litellm model")
-    parser.add_argument("--config", metavar="FILE", help="YAML config (models, compaction, summariser)")
+    parser.add_argument("--config", metavar="FILE", help="YAML config (models, compaction, summarizer)")
     parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     parser.add_argument("--chart", metavar="PNG", type=Path, help="write a per-request chart")
     parser.add_argument("--limit", type=int, metavar="N", help="replay only the first N conversations")
@@ -122,8 +122,8 @@ def table_for(report: ConversationReport) -> Table:
             ("tool-pairing violations", str(s["pairing_violations"])),
             ("prefix stability", _pct(s["prefix_stability"])),
             ("requests that compacted", str(sum(t.compacted for t in report.turns))),
-            ("waited on summariser", str(sum(t.waited_on_summarizer for t in report.turns))),
-            ("summariser calls (per request)", f"{s['summarizer_calls']} ({s['calls_per_turn']:.2f})"),
+            ("waited on summarizer", str(sum(t.waited_on_summarizer for t in report.turns))),
+            ("summarizer calls (per request)", f"{s['summarizer_calls']} ({s['calls_per_turn']:.2f})"),
             ("verification rejections", str(sum(t.rejections for t in report.turns))),
             ("anchors (end)", str(report.turns[-1].anchors if report.turns else 0)),
             ("facts in final context", facts), ("corrections current", _pct(s["corrections_current"])),

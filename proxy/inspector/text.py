@@ -212,7 +212,7 @@ def render_anchors(anchors: Sequence[Mapping[str, Any]], console: Console) -> No
 
 
 def timeline_groups(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
-    """Consecutive summarised messages under the same summary form one group; others stand alone."""
+    """Consecutive summarized messages under the same summary form one group; others stand alone."""
     groups: list[list[Mapping[str, Any]]] = []
     for r in rows:
         last = groups[-1][-1] if groups else None
@@ -225,7 +225,7 @@ def timeline_groups(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
 
 
 def render_timeline(rows: Sequence[Mapping[str, Any]], console: Console) -> None:
-    """One line per raw or pinned message; a summarised run is one line naming its summary."""
+    """One line per raw or pinned message; a summarized run is one line naming its summary."""
     console.print()
     table = Table(title="Timeline", title_justify="left")
     for col, justify in (("seq", "right"), ("role", "left"), ("tokens", "right"), ("status", "left"),

@@ -106,7 +106,7 @@ def covered_seqs(record: SummaryRecord, by_id: Mapping[str, SummaryRecord],
 
 def summary_paths(view: ContextView | None, by_id: Mapping[str, SummaryRecord],
                   seq_of: Mapping[int, int]) -> dict[int, list[str]]:
-    """For each summarised seq: the chain of summary ids from the one in the view down to the leaf."""
+    """For each summarized seq: the chain of summary ids from the one in the view down to the leaf."""
     paths: dict[int, list[str]] = {}
 
     def walk(record: SummaryRecord, trail: list[str]) -> None:
@@ -180,7 +180,7 @@ def summary_tree(records: Sequence[SummaryRecord], view: ContextView | None,
 
 def timeline(messages: Sequence[StoredMessage], paths: Mapping[int, list[str]],
              by_id: Mapping[str, SummaryRecord]) -> list[dict[str, Any]]:
-    """Each message: role, preview, tokens and whether the provider sees it raw, summarised or pinned."""
+    """Each message: role, preview, tokens and whether the provider sees it raw, summarized or pinned."""
     rows = []
     for msg in messages:
         path = paths.get(msg.seq, [])

@@ -69,7 +69,7 @@ class RequestRecord:
     cache_read_tokens: int | None = None  # prompt tokens the provider reports read from its cache
     budget_unused_ratio: float | None = None  # share of the input budget the forwarded request left
     compacted: bool | None = None
-    summarizer_wait: bool | None = None  # this turn waited on a synchronous summariser call
+    summarizer_wait: bool | None = None  # this turn waited on a synchronous summarizer call
     forced_truncation: bool | None = None
     compaction_steps: int | None = None  # synchronous steps this turn (each also logged)
     upstream_status: int | None = None

@@ -98,14 +98,14 @@ class Metrics:
         self.tokens_received = _c("ctxproxy_tokens_received_total", "Tokens in client requests", reg)
         self.tokens_forwarded = _c("ctxproxy_tokens_forwarded_total", "Tokens forwarded upstream", reg)
         self.tokens_saved = _c("ctxproxy_tokens_saved_total", "Received minus forwarded tokens", reg)
-        self.compactions = _c("ctxproxy_compactions_total", "Compaction steps", reg,
+        self.compactions = _c("ctxproxy_compactions_total", "Compaction events: passes and truncations", reg,
                               ("tier", "level", "outcome"))
         self.summarizer_latency = Histogram("ctxproxy_summarizer_latency_seconds",
-                                            "Summariser call duration", registry=reg,
+                                            "Summarizer call duration", registry=reg,
                                             buckets=_LATENCY_BUCKETS)
-        self.summarizer_errors = _c("ctxproxy_summarizer_errors_total", "Failed summariser calls", reg)
+        self.summarizer_errors = _c("ctxproxy_summarizer_errors_total", "Failed summarizer calls", reg)
         self.circuit_state = Gauge("ctxproxy_summarizer_circuit_state",
-                                   "Worst summariser circuit among the breakers kept: 0 closed, "
+                                   "Worst summarizer circuit among the breakers kept: 0 closed, "
                                    "1 half-open, 2 open", registry=reg)
         self._circuits: dict[str, int] = {}  # circuits not closed: their state's level
         self.verification_rejections = _c("ctxproxy_verification_rejections_total",
@@ -155,7 +155,7 @@ class Metrics:
         """Token, unused-budget, prefix-stability and forced-truncation figures of one PreparedRequest
         (`early`: handed over before its bookkeeping, compaction/early_forward.py).
 
-        Its compaction steps are counted by the engine's observer (proxy/observability/observer.py), like
+        Its compaction events are counted by the engine's observer (proxy/observability/observer.py), like
         background ones, so they are not counted here again.
         """
         if early:
@@ -173,7 +173,7 @@ class Metrics:
                 self.prefix_stable.inc()
 
     def observe_compaction(self, event: CompactionEvent) -> None:
-        """One compaction step (synchronous or background)."""
+        """One compaction event: a pass (in a request's step or a background one) or a truncation."""
         self.compactions.labels(tier=event.tier, level=event.level, outcome=event.outcome).inc()
         if event.anchors_added:
             self.anchors_extracted.inc(len(event.anchors_added))
@@ -189,7 +189,7 @@ class Metrics:
             self.verification_rejections.inc()
 
     def set_circuit_state(self, state: str, circuit: str = "") -> None:
-        """`closed`, `half-open`/`half_open` or `open` of one summariser circuit (a breaker); the gauge
+        """`closed`, `half-open`/`half_open` or `open` of one summarizer circuit (a breaker); the gauge
         shows the worst. Only circuits not closed are kept: a dropped breaker reports closed."""
         level = CIRCUIT_STATES[state]
         if level:

@@ -20,6 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from compaction.types import Message
 from config.errors import CtxProxyError
 from proxy.upstream.wire import first_message, merge_tool_call, new_tool_call, tool_call_index
 
@@ -35,19 +36,19 @@ class RecallTools(Protocol):
 
     async def execute(self, name: str, arguments: str) -> str: ...
 
-    async def record_round(self, calls: list[JSON], results: list[JSON]) -> None: ...
+    async def record_round(self, calls: list[JSON], results: list[Message]) -> None: ...
 
 
 class ResultLimit(Protocol):
     """Keeps what the rounds add within the request's budget (compaction.recall_budget.ResultBudget)."""
 
-    def spend(self, messages: Sequence[JSON]) -> None: ...
+    def spend(self, messages: Sequence[Message]) -> None: ...
 
     def share(self, calls: int) -> int: ...
 
-    def bound(self, name: str, message: JSON, allowance: int) -> JSON: ...
+    def bound(self, name: str, message: Message, allowance: int) -> Message: ...
 
-    def fit(self, messages: list[JSON], tools: Sequence[JSON]) -> list[JSON]: ...
+    def fit(self, messages: list[Message], tools: Sequence[Message]) -> list[Message]: ...
 
 
 class RoundTransport(Protocol):
@@ -93,7 +94,7 @@ class ToolLoop:
     max_rounds: int
     limit: ResultLimit | None = None  # None: results are not cut (tests of the loop alone)
 
-    def round_body(self, body: JSON, messages: list[JSON], offer: bool) -> JSON:
+    def round_body(self, body: JSON, messages: list[Message], offer: bool) -> JSON:
         """The body of one upstream round: the client's tools, plus ours when `offer`."""
         tools = list(body.get("tools") or []) + (self.tools.schemas() if offer else [])
         out = {**body, "messages": self.limit.fit(messages, tools) if self.limit else messages}
@@ -104,20 +105,20 @@ class ToolLoop:
                 out.pop(key, None)
         return out
 
-    async def answer(self, calls: list[JSON]) -> list[JSON]:
+    async def answer(self, calls: list[JSON]) -> list[Message]:
         """Execute the model's recall calls; audit the round; the `tool` messages to send back.
 
         With a `limit`, each result is cut to its share of the budget the request has left.
         """
         share = self.limit.share(len(calls)) if self.limit else 0
-        results: list[JSON] = []
+        results: list[Message] = []
         for call in calls:
             fn = call.get("function") or {}
             try:
                 content = await self.tools.execute(call_name(call), str(fn.get("arguments") or "{}"))
             except CtxProxyError as exc:  # a bad argument or unknown id is the model's to fix
                 content = _error_result(exc)
-            result: JSON = {"role": "tool", "tool_call_id": call.get("id"), "content": content}
+            result: Message = {"role": "tool", "tool_call_id": call.get("id"), "content": content}
             results.append(self.limit.bound(call_name(call), result, share) if self.limit else result)
         if self.limit:
             self.limit.spend(results)
@@ -185,7 +186,7 @@ class ToolLoop:
             messages += await self._next_round(rnd.content(), calls)
 
 
-def _assistant_turn(content: Any, calls: list[JSON]) -> JSON:
+def _assistant_turn(content: Any, calls: list[JSON]) -> Message:
     """The assistant message replayed to the upstream: its text and only the recall calls."""
     return {"role": "assistant", "content": content or None,
             "tool_calls": [{"id": c.get("id"), "type": "function",

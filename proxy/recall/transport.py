@@ -17,7 +17,7 @@ from compaction import recall
 from compaction.recall_budget import ResultBudget
 from compaction.redact import redact_obj
 from compaction.tokens import TokenCounter
-from compaction.types import PreparedRequest
+from compaction.types import Message, PreparedRequest
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
 from proxy.engine_host import InlineRunner, StoreRunner
@@ -50,7 +50,7 @@ class StoreRecallTools:
         return await self.runner.run(lambda: recall.execute(self.store, self.conversation_id, name,
                                                            arguments, self.settings))
 
-    async def record_round(self, calls: list[JSON], results: list[JSON]) -> None:
+    async def record_round(self, calls: list[JSON], results: list[Message]) -> None:
         """Audit the round with secrets redacted: results hold expanded original text."""
         redacted = [_redacted(c) for c in calls], [_redacted(r) for r in results]
         await self.runner.run(lambda: self.store.record_tool_round(self.conversation_id, *redacted))

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from compaction import recall
-from compaction.types import ChatTurn, Credentials, PreparedRequest
+from compaction.types import ChatTurn, Credentials, Message, PreparedRequest
 from config.errors import (
     AuthenticationError,
     CtxProxyError,
@@ -38,7 +38,7 @@ from proxy.upstream.wire import EncodedMessages, first_message
 
 Outcome = TypeVar("Outcome")
 Relay = Callable[[AsyncIterator[bytes], sse.Writer], Awaitable[Outcome]]  # events, write -> outcome
-ReplyOf = Callable[["Turn", UpstreamReply], "dict[str, Any] | None"]  # the message to store, if any
+ReplyOf = Callable[["Turn", UpstreamReply], "Message | None"]  # the message to store, if any
 CONVERSATION_HEADER = "X-Conversation-Id"
 MAX_CONVERSATION_ID_CHARS = 256
 CLIENT_ACCOUNT_HEADERS = frozenset({"openai-organization", "openai-project", "openai-beta"})
@@ -49,7 +49,8 @@ SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Contro
 
 @dataclass
 class Turn:
-    """Everything one request carries between the steps below."""
+    """The proxy's state for one client request (any of the three APIs), passed between the stages
+    below: the engine's input (`turn`, a ChatTurn), its answer (`prepared`) and what goes upstream."""
 
     request: web.Request
     started: float
@@ -254,7 +255,7 @@ async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[Upstre
     return reply, time.perf_counter() - began
 
 
-def _reply_message(t: Turn, reply: UpstreamReply) -> dict[str, Any] | None:
+def _reply_message(t: Turn, reply: UpstreamReply) -> Message | None:
     """The chat completion's message to store; its usage noted on the request record."""
     record = t.request[appkeys.RECORD]
     usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
@@ -263,7 +264,7 @@ def _reply_message(t: Turn, reply: UpstreamReply) -> dict[str, Any] | None:
     return first_message(reply.data)
 
 
-async def finish_turn(t: Turn, reply: dict[str, Any] | None) -> None:
+async def finish_turn(t: Turn, reply: Message | None) -> None:
     """Store the reply (when there is one) and schedule background work, on the engine thread."""
     await t.request.app[appkeys.HOST].finish_turn(Preparing(t.prepared, t.settled), t.turn, reply)
 

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from compaction.tokens import TokenCounter
+from compaction.types import Message
 from config.errors import ModelNotFoundError
 from proxy import appkeys
 from proxy.server.body import read_json_object
@@ -70,7 +71,7 @@ def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     return out
 
 
-def _reply_message(t: Turn, message: dict[str, Any]) -> dict[str, Any] | None:
+def _reply_message(t: Turn, message: dict[str, Any]) -> Message | None:
     """The reply's content blocks as one assistant message to store; usage (and cache reads) noted."""
     content = message.get("content")
     _note_usage(t, message.get("usage"))

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from compaction.sized_lru import SizedLru
+from compaction.types import Message
 
 MIN_BYTES = 32 * 1024  # a smaller body parses in well under 0.1 ms: not worth holding
 MAX_BYTES = 16 * 1024 * 1024  # about 20 resent 100k-token histories (at the estimate in `_size`)
@@ -43,7 +44,7 @@ class Held:
 
     raw: bytes
     start: int  # offset of the messages array's `[`
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[Message, ...]
     known_cut: int | None = None  # `cut`, when the parse that held it found it
 
     @functools.cached_property

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from compaction import recall
+from compaction.types import Message
 from proxy import appkeys
 from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
@@ -73,7 +74,7 @@ def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     return out
 
 
-def _reply_message(t: Turn, response: dict[str, Any]) -> dict[str, Any] | None:
+def _reply_message(t: Turn, response: dict[str, Any]) -> Message | None:
     """The reply's output items, as one assistant message to store after the request's last one."""
     output = response.get("output")
     items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []

@@ -1,7 +1,7 @@
-"""Which summariser a turn uses (the Engine's `summarizer_for`), with instances reused per endpoint.
+"""Which summarizer a turn uses (the Engine's `summarizer_for`), with instances reused per endpoint.
 
 `summarizer.model` unset: the request's own model and upstream (key: the entry's, else the
-client's, in memory only). `local/extractive`: the deterministic local summariser. Instances are
+client's, in memory only). `local/extractive`: the deterministic local summarizer. Instances are
 cached per endpoint (model, api_base, key hash); the engine keys its circuit breakers by the same
 identity (`LiteLLMSummarizer.endpoint`), so an evicted and re-created instance keeps its count.
 """

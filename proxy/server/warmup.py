@@ -1,7 +1,7 @@
 """Start-up warm-up: litellm and the configured models' tokenizers loaded in a worker thread.
 
 Importing litellm takes seconds and a tokenizer's tables about one; done on the event loop (the
-first summariser call, a model's first request) they stalled every request, /healthz included.
+first summarizer call, a model's first request) they stalled every request, /healthz included.
 `/readyz` answers 503 until the warm-up is done and chat requests wait for it.
 """
 

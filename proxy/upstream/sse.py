@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from compaction.types import Message
 from config.errors import CtxProxyError, UpstreamError
 from proxy.upstream.wire import merge_tool_call, new_tool_call, tool_call_index
 
@@ -126,9 +127,9 @@ class ReplyAssembler:
     def _feed_tool_call(self, call: dict[str, Any]) -> None:
         merge_tool_call(self.tool_calls.setdefault(tool_call_index(call), new_tool_call()), call)
 
-    def message(self) -> dict[str, Any]:
+    def message(self) -> Message:
         """The assembled assistant message, in the non-streaming response's shape."""
-        message: dict[str, Any] = {"role": self.role, "content": "".join(self.content) or None}
+        message: Message = {"role": self.role, "content": "".join(self.content) or None}
         if self.refusal:
             message["refusal"] = "".join(self.refusal)
         if self.tool_calls:

@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from compaction.types import Message
 from store.fastjson import dumps_compact
 
 
-class EncodedMessages(list[dict[str, Any]]):
+class EncodedMessages(list[Message]):
     """A body's `messages` whose compact JSON is known already (the client's own bytes, when they are
     forwarded as received): `compact_json` writes those bytes instead of encoding the list again.
     Built once per forwarded body and never changed (the recall loop copies it into a plain list)."""
 
     __slots__ = ("encoded",)
 
-    def __init__(self, messages: Sequence[dict[str, Any]], encoded: bytes) -> None:
+    def __init__(self, messages: Sequence[Message], encoded: bytes) -> None:
         super().__init__(messages)
         self.encoded = encoded
 
@@ -29,7 +30,7 @@ def compact_json(obj: Any) -> bytes:
     return b"".join((rest[:-1], b"," if len(rest) > 2 else b"", b'"messages":', messages.encoded, b"}"))
 
 
-def first_message(data: Mapping[str, Any]) -> dict[str, Any] | None:
+def first_message(data: Mapping[str, Any]) -> Message | None:
     """`choices[0].message` of a chat completion, None when the reply has no such object."""
     choices = data.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):

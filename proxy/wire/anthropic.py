@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.messages import OPAQUE_TEXT_FIELD
+from compaction.types import Message
 from config.errors import InvalidRequestError
 
 BLOCKS_KEY = "ctxproxy_blocks"  # the original content (string or blocks) of a canonical message
 SYSTEM_KEY = "ctxproxy_system"  # marks the system message made of the request's `system`
-Message = dict[str, Any]
 Block = dict[str, Any]
 
 

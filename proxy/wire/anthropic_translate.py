@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compaction.messages import OPAQUE_TEXT_FIELD
+from compaction.types import Message
 from proxy.wire.anthropic import BLOCKS_KEY, SYSTEM_KEY
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
@@ -19,7 +20,7 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
 PRIVATE_KEYS = (BLOCKS_KEY, SYSTEM_KEY, OPAQUE_TEXT_FIELD)
 
 
-def plain(message: Mapping[str, Any]) -> dict[str, Any]:
+def plain(message: Mapping[str, Any]) -> Message:
     """A canonical message without ctxproxy's private keys (what a chat provider may see)."""
     return {k: v for k, v in message.items() if k not in PRIVATE_KEYS}
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from compaction.messages import OPAQUE_TEXT_FIELD
+from compaction.types import Message
 from proxy.wire import anthropic, responses
 from proxy.wire.anthropic_translate import chat_tools
 
@@ -40,11 +41,11 @@ def api_of(body: Mapping[str, Any]) -> Api:
     return "chat"
 
 
-def plain(message: Mapping[str, Any]) -> dict[str, Any]:
+def plain(message: Mapping[str, Any]) -> Message:
     return {k: v for k, v in message.items() if k not in PRIVATE_KEYS}
 
 
-def canonical(body: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def canonical(body: Mapping[str, Any]) -> tuple[list[Message], list[dict[str, Any]]]:
     """(messages, chat tools) of a body; InvalidRequestError when its messages are malformed."""
     api = api_of(body)
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]

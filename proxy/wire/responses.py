@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from compaction.messages import OPAQUE_TEXT_FIELD
+from compaction.types import Message
 from config.errors import InvalidRequestError
 
 ITEMS_KEY = "ctxproxy_items"  # the original items of a canonical message (never sent as such)
 INSTRUCTIONS_KEY = "ctxproxy_instructions"  # marks the system message made of `instructions`
 Side = Literal["assistant", "result", "message"]
-Message = dict[str, Any]
 Item = dict[str, Any]
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from compaction.types import Message
 from replay.needed_later.placeholders import has_marker
 from replay.needed_later.texts import occurs, readable_text
 from store.content import content_text
 
-Message = Mapping[str, Any]
 OriginKind = Literal["raw", "summary", "anchors", "system"]
 Mechanism = Literal["cut", "dropped_raw", "dropped_summary", "summarised_without_it",
                     "summarised_at_truncation_level", "condensed_without_it", "forwarded_unmatched"]
@@ -82,10 +82,10 @@ def trace_origins(history: Sequence[Message], forwarded: Sequence[Message]) -> l
 
 
 def explain_loss(ident: str, last_seen: int, origins: Sequence[Origin],
-                 levels: Mapping[str, str], summarised: Sequence[tuple[int, int]]) -> Mechanism:
+                 levels: Mapping[str, str], summarized: Sequence[tuple[int, int]]) -> Mechanism:
     """The mechanism that removed `ident`, whose newest occurrence is history message `last_seen`.
 
-    `levels` maps the summary ids committed so far to their fallback level; `summarised` lists the
+    `levels` maps the summary ids committed so far to their fallback level; `summarized` lists the
     message ranges of every summary committed so far (forwarded or not).
     """
     raw = next((o for o in origins if o.kind == "raw" and o.seq == last_seen), None)
@@ -97,7 +97,7 @@ def explain_loss(ident: str, last_seen: int, origins: Sequence[Origin],
         if levels.get(cover.summary_id or "") == "truncation":
             return "summarised_at_truncation_level"
         return "condensed_without_it" if cover.depth > 0 else "summarised_without_it"
-    if any(first <= last_seen <= last for first, last in summarised):
+    if any(first <= last_seen <= last for first, last in summarized):
         return "dropped_summary"
     return "dropped_raw"
 

@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
-from typing import Any
 
 from compaction.budget import Budget
 from compaction.tokens import REPLY_PRIMING, TokenCounter
-from compaction.types import Summarizer
+from compaction.types import Message, Summarizer
 from replay.baseline_run import budget_for, replay_baseline
 from replay.baselines import BASELINES, sliding_window
 from replay.checks import CachedCounter, message_identity
@@ -34,7 +33,6 @@ from replay.report import ConversationReport
 from replay.run import ObservedRequest, ReplayOptions, replay_engine
 from store.models import CompactionEvent
 
-Message = dict[str, Any]
 MAX_EXAMPLES = 40  # loss examples kept per conversation and strategy
 
 

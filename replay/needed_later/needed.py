@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction.toolpairs import SYSTEM_ROLES
+from compaction.types import Message
 from replay.needed_later.identifiers import Found, IdentifierExtractor, Kind
 from replay.needed_later.shell import command_heads
 from replay.needed_later.texts import TextIndex, authored_text, occurs, readable_text, shell_commands
-
-Message = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def last_user_index(messages: Sequence[Message]) -> int | None:
 class NeededIndex:
     """Per-conversation precomputation: readable texts, authored identifiers, occurrence lists."""
 
-    def __init__(self, messages: Sequence[Message], tools: Sequence[Message],
+    def __init__(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]],
                  extractor: IdentifierExtractor, max_lookahead: int = 3) -> None:
         self.messages = messages
         self.max_lookahead = max_lookahead

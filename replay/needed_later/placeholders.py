@@ -4,7 +4,7 @@ A placeholder is, in a forwarded message's text (`store.content.message_text`):
 
 1. a marker, counted with all the text inside it: a `[ctxproxy: ...]` note (truncation, elision,
    a cut recall result: every ctxproxy note in brackets stands for something cut), a `[... ...]`
-   note (the `truncation` escalation level, tool results bounded before summarising), or an
+   note (the `truncation` escalation level, tool results bounded before summarizing), or an
    `(N ... left out ...)` note (anchors over their share);
 2. a husk: a block (a run of non-blank lines) that holds a marker and, markers and source headers
    (`[#12 tool]`, `[sum_... summary of messages a-b]`) left out, fewer than HUSK_CHARS letters or

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from compaction.types import Message
 from store.content import content_text, message_text
 
-Message = Mapping[str, Any]
 _SHELL_FENCE = re.compile(r"```(?:bash|sh|shell|console)\n(.*?)```", re.S)
 _WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
 _WORD_CHARS = frozenset(string.ascii_letters + string.digits + "_")

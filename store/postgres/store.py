@@ -22,7 +22,7 @@ from store.anchors import upsert_anchors
 from store.identity import canonical_bodies, chain_from_bodies
 from store.ingest import Cursor
 from store.models import Anchor as AnchorRecord
-from store.models import AnchorDraft, IngestResult, SearchHit, SearchQuery
+from store.models import AnchorDraft, IngestResult, Message, SearchHit, SearchQuery
 from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import apply_migrations
@@ -151,8 +151,8 @@ class PgTenantStore(TenantStore):
             self._pg.lock_keys[(self.tenant_id, conversation_id)] = key
         return key
 
-    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
-               count_tokens: Callable[[dict[str, Any]], int],
+    def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
+               count_tokens: Callable[[Message], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult:
         """Store a request's history (store/ingest.py) under the locks of every conversation it can
         extend: its first message's chain hash, then its second's (a fixed order: no deadlock).

@@ -1,5 +1,5 @@
 """`make eval`'s pipeline on one small agent loop: jobs, figures, gate and the results section; the
-fake LLM summarisers; the gate's rules on hand-made rows."""
+fake LLM summarizers; the gate's rules on hand-made rows."""
 
 from __future__ import annotations
 

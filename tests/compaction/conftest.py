@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from compaction.types import Message
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from compaction.tokens import TokenCounter  # noqa: E402
@@ -23,7 +25,7 @@ def user(text: str) -> dict[str, Any]:
 
 
 def asst(text: str | None = None, calls: list[str] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    msg: Message = {"role": "assistant", "content": text}
     if calls:
         msg["tool_calls"] = [{"id": c, "type": "function",
                               "function": {"name": "lookup", "arguments": '{"q": "x"}'}} for c in calls]

@@ -9,6 +9,7 @@ from typing import Any
 from compaction.anchor_index import bounded, error_lines, index_drafts
 from compaction.anchors import extract_anchors, render_anchor_block
 from compaction.tokens import TokenCounter
+from compaction.types import Message
 from store.models import Anchor, AnchorDraft, StoredMessage
 
 COUNTER = TokenCounter.for_model("gpt-4o")
@@ -16,7 +17,7 @@ COUNTER = TokenCounter.for_model("gpt-4o")
 
 def stored(seq: int, role: str, content: str = "",
            calls: list[tuple[str, dict[str, Any]]] | None = None) -> StoredMessage:
-    message: dict[str, Any] = {"role": role, "content": content}
+    message: Message = {"role": role, "content": content}
     if calls:
         message["tool_calls"] = [{"id": f"c{seq}{i}", "type": "function",
                                   "function": {"name": name, "arguments": json.dumps(args)}}

@@ -64,7 +64,7 @@ def test_ordinary_text_has_no_anchors_and_system_is_skipped() -> None:
 
 def test_tool_results_only_ids_and_paths_someone_named() -> None:
     """Tool output (listings, logs, fixtures) is full of ids and paths nobody needs: only those a
-    user or assistant message names too are facts (issue 10: log noise is not an anchor)."""
+    user or assistant message names too are facts (log noise is not an anchor)."""
     result = ("opened /var/log/app.log and /var/log/other.log; total $999; "
               "id 123e4567-e89b-12d3-a456-426614174000 and 9b2e4567-e89b-12d3-a456-426614174999")
     assert found([("tool", result)]) == set()

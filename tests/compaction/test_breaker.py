@@ -75,7 +75,7 @@ async def test_cancellation_counts_and_is_reraised() -> None:
 @pytest.mark.parametrize("behaviour", ["empty", "inventing", "verbose"])
 async def test_content_rejections_never_open_the_breaker(behaviour: str) -> None:
     """An endpoint that answers with unusable text is working: the next fallback level handles the
-    content, and the summariser stays in use (issue 10: rejections are not failures)."""
+    content, and the summarizer stays in use (rejections are not failures)."""
     inner = ScriptedSummarizer(behaviour)
     breaker = CircuitBreaker(inner, failures=2, reset_s=30, clock=Clock())
     observed = ObservedSummarizer(breaker, NullObserver())
@@ -126,7 +126,7 @@ async def test_usable_answer_still_resets_the_count() -> None:
 
 
 class EndpointFailing(ScriptedSummarizer):
-    """A failing summariser with a stable endpoint identity (like LiteLLMSummarizer)."""
+    """A failing summarizer with a stable endpoint identity (like LiteLLMSummarizer)."""
 
     def __init__(self, calls: list[str]) -> None:
         super().__init__("failing", name="openai/gpt-4o-mini")
@@ -178,7 +178,7 @@ def test_breakers_are_bounded_and_recent_ones_are_kept() -> None:
     assert len(pool) == 3
 
 
-def test_observed_local_summarisers_are_bounded_and_kept_while_in_use() -> None:
+def test_observed_local_summarizers_are_bounded_and_kept_while_in_use() -> None:
     from compaction.breakers import MAX_LOCAL_OBSERVED, SummarizerPool
     from compaction.extractive import ExtractiveSummarizer
 

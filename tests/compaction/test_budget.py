@@ -15,12 +15,12 @@ def test_defaulted_reserve_is_capped_at_a_quarter_of_the_window() -> None:
     assert b.total == 8_000 - 2_000 - 256
     assert b.messages == b.total - 100
     assert b.threshold == b.total * 75 // 100 and b.target == b.total * 90 // 100
-    assert b.prepare_level == b.total * 60 // 100
-    assert b.prepare_level < b.threshold < b.target < b.total  # prepare ahead, land near the top
+    assert b.prepare_limit == b.total * 60 // 100
+    assert b.prepare_limit < b.threshold < b.target < b.total  # prepare ahead, land near the top
     assert b.oversized == b.messages // 4
     assert b.leaf_chunk_tokens(CompactionSettings()) == b.total // 10  # a tenth of a small budget
     big = Budget.compute(CompactionSettings(), 1_000_000, None, 0)
-    assert big.leaf_chunk_tokens(CompactionSettings()) == 20_000  # the seed's size caps it
+    assert big.leaf_chunk_tokens(CompactionSettings()) == 20_000  # leaf_chunk_tokens caps it
 
 
 def test_explicit_max_tokens_is_used_as_is() -> None:

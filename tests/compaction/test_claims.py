@@ -4,7 +4,7 @@ On a real SQLite store: a claim excludes every other step, a waiting step gets i
 gives up at its deadline without touching the other's claim. Through the engine: a request that must
 compact while another replica holds the conversation waits until its deadline, then goes on with
 the local levels only; one that finds its own engine's background step preparing waits for it and
-uses what it prepared instead of sending the summariser the same chunk again.
+uses what it prepared instead of sending the summarizer the same chunk again.
 """
 
 from __future__ import annotations

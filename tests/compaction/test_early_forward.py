@@ -22,7 +22,7 @@ from compaction.early_forward import EarlyForward
 from compaction.engine import Engine
 from compaction.observer import NullObserver
 from compaction.resend import Resends
-from compaction.types import ChatTurn, PreparedRequest
+from compaction.types import ChatTurn, Message, PreparedRequest
 from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, StoreSettings
 from store.store import Store
@@ -62,7 +62,7 @@ async def _close(made: Pair) -> None:
         store.close()
 
 
-def _turn(messages: list[dict[str, Any]], window: int = 200_000, **fields: Any) -> ChatTurn:
+def _turn(messages: list[Message], window: int = 200_000, **fields: Any) -> ChatTurn:
     settings = fields.pop("settings", WIDE)
     return ChatTurn("tenant-a", MODEL, LiteLLMParams("openai/" + MODEL), settings, window, tuple(messages),
                     **fields)
@@ -201,7 +201,7 @@ async def test_a_view_saved_by_another_process_is_found_by_the_bookkeeping(
     assert handed == []
 
 
-async def _replied(made: Pair, history: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+async def _replied(made: Pair, history: list[Message], reply: Message) -> None:
     """`history` prepared by the early engine and `reply` stored: what the next request resends."""
     early = made[0]
     prepared = await early.prepare(_turn(history))
@@ -252,7 +252,7 @@ async def test_the_http_loop_refuses_an_invalid_new_message_as_the_engine_would(
 STEPS = st.lists(st.sampled_from(["user", "tools", "pinned", "system", "long"]), min_size=2, max_size=7)
 
 
-def _step(history: list[dict[str, Any]], kind: str, i: int) -> list[dict[str, Any]]:
+def _step(history: list[Message], kind: str, i: int) -> list[Message]:
     if history[-1]["role"] in ("user", "tool"):
         history = [*history, asst("ok")]
     return {

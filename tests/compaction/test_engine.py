@@ -1,4 +1,4 @@
-"""Engine with a real SQLite store and the scripted summariser: steps, hard budget, escalation."""
+"""Engine with a real SQLite store and the scripted summarizer: steps, hard budget, escalation."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from compaction.engine import Engine
 from compaction.steps import LANDING_TOLERANCE_PERCENT
-from compaction.types import ChatTurn, SummarizerChoice
+from compaction.types import ChatTurn, Message, SummarizerChoice
 from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
 from store.store import Store
@@ -37,7 +37,7 @@ def make_engine(store: Store, summarizer: ScriptedSummarizer) -> Engine:
     return Engine(store, settings, lambda turn: SummarizerChoice(summarizer, {"model": summarizer.name}))
 
 
-def turn(messages: list[dict[str, Any]], window: int = 8_000, **kw: Any) -> ChatTurn:
+def turn(messages: list[Message], window: int = 8_000, **kw: Any) -> ChatTurn:
     return ChatTurn("tenant-a", MODEL, LiteLLMParams("openai/" + MODEL), kw.pop("settings", SMALL),
                     window, tuple(messages), **kw)
 
@@ -82,7 +82,7 @@ async def test_hard_budget_compacts_synchronously_and_fits(
 
 
 @pytest.mark.parametrize("behaviour", ["inventing", "empty", "verbose", "failing"])
-async def test_bad_summarisers_never_commit_bad_text(store: Store, behaviour: str) -> None:
+async def test_bad_summarizers_never_commit_bad_text(store: Store, behaviour: str) -> None:
     summarizer = ScriptedSummarizer(behaviour)
     engine = make_engine(store, summarizer)
     prepared = await engine.prepare(turn(history(70)))
@@ -99,7 +99,7 @@ async def test_background_prepares_ahead_then_a_step_substitutes_without_waiting
         faithful: tuple[Engine, ScriptedSummarizer]) -> None:
     """Above the threshold, summaries are prepared off the request path and the view stays put
     (every request extends the previous one); the first request that no longer fits substitutes
-    them, landing near the target with raw messages, and no summariser runs while it waits."""
+    them, landing near the target with raw messages, and no summarizer runs while it waits."""
     engine, summarizer = faithful
     msgs = history(48, words=40)
     first = await engine.prepare(turn(msgs))
@@ -228,7 +228,7 @@ def agent_loop(rounds_before: int, huge_tokens_words: int, rounds_after: int) ->
 async def test_an_old_huge_tool_result_is_elided_in_place_just_enough(
         faithful: tuple[Engine, ScriptedSummarizer]) -> None:
     """A step elides an old oversized result in place by what is needed (its pairing kept), instead
-    of summarising its whole round and landing far below the target."""
+    of summarizing its whole round and landing far below the target."""
     engine, _ = faithful
     msgs = agent_loop(3, 700, 30)
     prepared = await engine.prepare(turn(msgs))

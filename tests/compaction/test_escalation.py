@@ -123,7 +123,7 @@ async def test_too_long_rejected() -> None:
 
 
 async def test_truncation_keeps_whole_messages_behind_one_pointer_line() -> None:
-    """When every summariser level is rejected, the summary is whole source messages plus ONE line
+    """When every summarizer level is rejected, the summary is whole source messages plus ONE line
     naming the others (never per-message head/tail husks)."""
     sources = build_source_text([stored(0, "user", "Ship order ORD-1000 to Oslo."),
                                  stored(1, "tool", "row " * 400),

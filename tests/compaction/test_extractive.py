@@ -1,4 +1,4 @@
-"""The local extractive summariser on agent traffic: structured, copied from its sources (so it always
+"""The local extractive summarizer on agent traffic: structured, copied from its sources (so it always
 verifies), deterministic, within the requested tokens, and never a placeholder."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from compaction.extractive import parse_blocks
 from compaction.prompts import EXPAND_LINE_PREFIX, SECTIONS, build_source_text
 from compaction.summarizers import ExtractiveSummarizer
 from compaction.tokens import TokenCounter
+from compaction.types import Message
 from compaction.verify import verify_summary
 from store.models import StoredMessage
 
@@ -21,7 +22,7 @@ COUNTER = TokenCounter.for_model("gpt-4o")
 
 def stored(seq: int, role: str, content: str = "",
            calls: list[tuple[str, dict[str, Any]]] | None = None) -> StoredMessage:
-    message: dict[str, Any] = {"role": role, "content": content}
+    message: Message = {"role": role, "content": content}
     if calls:
         message["tool_calls"] = [{"id": f"c{seq}{i}", "type": "function",
                                   "function": {"name": name, "arguments": json.dumps(args)}}
@@ -49,7 +50,7 @@ AGENT_CHUNK = [
 
 def test_agent_chunk_keeps_intent_calls_files_errors_and_last_state() -> None:
     source = build_source_text(AGENT_CHUNK)
-    out = ExtractiveSummarizer(COUNTER).summarise(source, 400)
+    out = ExtractiveSummarizer(COUNTER).summarize(source, 400)
     headings = [line[3:] for line in out.splitlines() if line.startswith("## ")]
     assert headings == [s for s in SECTIONS if s != "Open operations and approvals"]  # none open
     assert "- Fix the failing import in the billing service. (#10)" in out
@@ -65,18 +66,18 @@ def test_agent_chunk_keeps_intent_calls_files_errors_and_last_state() -> None:
 
 def test_small_targets_keep_the_most_useful_lines_not_placeholders() -> None:
     source = build_source_text(AGENT_CHUNK)
-    out = ExtractiveSummarizer(COUNTER).summarise(source, 120)
+    out = ExtractiveSummarizer(COUNTER).summarize(source, 120)
     assert COUNTER.count_text(out) <= 120
     assert "Fix the failing import" in out  # intent first, then the last state and the errors
     assert "(#19)" in out and "ImportError" in out
 
 
 def test_condensed_sources_carry_the_sections_of_earlier_summaries() -> None:
-    first = ExtractiveSummarizer(COUNTER).summarise(build_source_text(AGENT_CHUNK[:5]), 300)
-    second = ExtractiveSummarizer(COUNTER).summarise(build_source_text(AGENT_CHUNK[5:]), 300)
+    first = ExtractiveSummarizer(COUNTER).summarize(build_source_text(AGENT_CHUNK[:5]), 300)
+    second = ExtractiveSummarizer(COUNTER).summarize(build_source_text(AGENT_CHUNK[5:]), 300)
     source = (f"[sum_aaaaaaaaaaaa summary of messages 0-4]\n{first}\n\n"
               f"[sum_bbbbbbbbbbbb summary of messages 5-9]\n{second}")
-    out = ExtractiveSummarizer(COUNTER).summarise(source, 400)
+    out = ExtractiveSummarizer(COUNTER).summarize(source, 400)
     assert [b.ref for b in parse_blocks(source)] == ["sum_aaaaaaaaaaaa", "sum_bbbbbbbbbbbb"]
     assert "Fix the failing import" in out and "money.py" in out and "sum_aaaaaaaaaaaa" in out
     assert verify_summary(out, source).ok
@@ -84,8 +85,8 @@ def test_condensed_sources_carry_the_sections_of_earlier_summaries() -> None:
 
 def test_deterministic() -> None:
     source = build_source_text(AGENT_CHUNK)
-    assert ExtractiveSummarizer(COUNTER).summarise(source, 300) == \
-        ExtractiveSummarizer(COUNTER).summarise(source, 300)
+    assert ExtractiveSummarizer(COUNTER).summarize(source, 300) == \
+        ExtractiveSummarizer(COUNTER).summarize(source, 300)
 
 
 _WORDS = st.sampled_from(["deploy", "Ana", "ORD-4471-B", "src/a.py", "$1,200", "2027-03-15", "failed",
@@ -98,6 +99,6 @@ _WORDS = st.sampled_from(["deploy", "Ana", "ORD-4471-B", "src/a.py", "$1,200", "
 def test_output_always_verifies_and_fits(texts: list[str], target: int) -> None:
     messages = [stored(i, ("user", "assistant", "tool")[i % 3], text + ".") for i, text in enumerate(texts)]
     source = build_source_text(messages)
-    out = ExtractiveSummarizer(COUNTER).summarise(source, target)
+    out = ExtractiveSummarizer(COUNTER).summarize(source, target)
     assert verify_summary(out, source).ok
     assert COUNTER.count_text(out) <= max(target, 80)

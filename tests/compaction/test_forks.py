@@ -1,4 +1,4 @@
-"""A forked conversation reuses its parent's summaries for the history they share (issue 10, item 7)."""
+"""A forked conversation reuses its parent's summaries for the history they share."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-async def test_a_fork_substitutes_its_parents_summaries_without_summarising(store: Store) -> None:
+async def test_a_fork_substitutes_its_parents_summaries_without_summarizing(store: Store) -> None:
     summarizer = ScriptedSummarizer("faithful")
     engine = make_engine(store, summarizer)
     msgs = history(70)
@@ -35,7 +35,7 @@ async def test_a_fork_substitutes_its_parents_summaries_without_summarising(stor
     fork = await engine.prepare(turn(edited))
     assert fork.conversation_id != parent.conversation_id
     assert tenant.conversation(fork.conversation_id).forked_from == parent.conversation_id
-    assert summarizer.call_count == calls and not fork.waited_on_summarizer  # nothing summarised again
+    assert summarizer.call_count == calls and not fork.waited_on_summarizer  # nothing summarized again
     assert fork.summary_ids and fork.tokens_forwarded <= fork.budget
     assert fork.messages[-1] == edited[-1]
     copies = tenant.summaries(fork.conversation_id)

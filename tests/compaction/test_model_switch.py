@@ -10,7 +10,7 @@ import pytest
 
 from compaction.engine import Engine
 from compaction.tokens import TokenCounter
-from compaction.types import ChatTurn, SummarizerChoice
+from compaction.types import ChatTurn, Message, SummarizerChoice
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
 from store.store import Store
 from tests.fakes.summarizer import ScriptedSummarizer
@@ -22,14 +22,14 @@ HINDI = "नमस्ते दुनिया, आज हम ऑर्डर �
 
 
 def history(turns: int) -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+    msgs: list[Message] = [{"role": "system", "content": "You are helpful."}]
     for i in range(turns):
         msgs += [{"role": "user", "content": f"{i}: {HINDI}"},
                  {"role": "assistant", "content": f"{i}: {HINDI}"}]
     return msgs
 
 
-def turn(model: str, messages: list[dict[str, Any]], window: int, enabled: bool = True) -> ChatTurn:
+def turn(model: str, messages: list[Message], window: int, enabled: bool = True) -> ChatTurn:
     settings = replace(SETTINGS, enabled=enabled)
     return ChatTurn("tenant-a", model, LiteLLMParams("openai/" + model), settings, window, tuple(messages))
 

@@ -21,6 +21,7 @@ from compaction.selection import Entry, fresh_tail_start, last_user_index, spans
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES, group_messages, is_derived, validate_outgoing
 from compaction.truncate import fit
+from compaction.types import Message
 from config.errors import InvalidRequestError
 from tests.compaction.conftest import MODEL, asst, tool, user
 
@@ -50,7 +51,7 @@ def turn(draw: st.DrawFn, index: int) -> list[dict[str, Any]]:
 
 @st.composite
 def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = []
+    msgs: list[Message] = []
     if draw(st.booleans()):
         msgs.append({"role": "system", "content": draw(text(60))})
     for i in range(draw(st.integers(1, 8))):
@@ -62,13 +63,13 @@ def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
     return msgs
 
 
-def _plan_inputs(msgs: list[dict[str, Any]], summarise_first: int) -> tuple[list[SystemMessage], list[Entry]]:
+def _plan_inputs(msgs: list[Message], summarize_first: int) -> tuple[list[SystemMessage], list[Entry]]:
     clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
     system = [SystemMessage(m, COUNTER.count_message(m), str(i), i)
               for i, m in enumerate(clean) if m["role"] in SYSTEM_ROLES]
     rows = [(m, i, i, COUNTER.count_message(m), bool(msgs[i].get("pinned"))) for i, m in enumerate(clean)]
     entries = raw_entries(rows)
-    cut = _group_boundary(entries, summarise_first)
+    cut = _group_boundary(entries, summarize_first)
     if cut:
         summary = Entry("summary", "sum_000000000001", 0, "summary", -100, entries[cut - 1].seq, 0)
         entries = [summary, *entries[cut:]]
@@ -105,16 +106,16 @@ def _fit(plan: Plan, offered: bool, policy: str) -> Plan:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversation(), st.integers(300, 6_000), st.integers(0, 400), st.integers(0, 12),
        st.booleans(), st.sampled_from(["reject", "truncate"]))
-def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[dict[str, Any]], budget: int,
-                                                       tools_tokens: int, summarise_first: int,
+def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[Message], budget: int,
+                                                       tools_tokens: int, summarize_first: int,
                                                        offered: bool, policy: str) -> None:
     clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
-    system, entries = _plan_inputs(msgs, summarise_first)
+    system, entries = _plan_inputs(msgs, summarize_first)
     summary_tokens = COUNTER.count_message(SUMMARY_MSG)
     entries = [e if e.kind == "message" else Entry(**{**e.__dict__, "tokens": summary_tokens})
                for e in entries]
     anchors = {"role": "system", "content": "<ctxproxy:anchors>\n- [order] order: 4711\n</ctxproxy:anchors>"}
-    plan = build_plan(system, anchors if summarise_first else None, COUNTER.count_message(anchors),
+    plan = build_plan(system, anchors if summarize_first else None, COUNTER.count_message(anchors),
                       entries, _render(clean), tools_tokens=tools_tokens, budget=budget,
                       request_length=len(msgs))
     assert plan.tokens == COUNTER.count_messages(plan.messages) + tools_tokens
@@ -160,7 +161,7 @@ def assert_no_husks(plan: Plan, out: Plan) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(conversation(), st.integers(1, 40), st.integers(50, 5_000))
-def test_the_fresh_tail_is_whole_groups_within_its_share(msgs: list[dict[str, Any]], count: int,
+def test_the_fresh_tail_is_whole_groups_within_its_share(msgs: list[Message], count: int,
                                                         max_tokens: int) -> None:
     _, entries = _plan_inputs(msgs, 0)
     start = fresh_tail_start(entries, count, max_tokens)

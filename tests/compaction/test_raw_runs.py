@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from compaction.planner import raw_entries
 from compaction.raw_runs import RawRuns
+from compaction.types import Message
 from store.models import StoredMessage
 from tests.compaction.conftest import asst, sys, tool, user
 
@@ -21,7 +22,7 @@ def _message(kind: str, i: int) -> dict[str, Any]:
             "result": tool(f"c{i - 1}", f"r{i}"), "system": sys(f"s{i}")}[kind]
 
 
-def _record(message: dict[str, Any], seq: int, cid: str = "conv_a") -> StoredMessage:
+def _record(message: Message, seq: int, cid: str = "conv_a") -> StoredMessage:
     return StoredMessage(id=1_000 + seq, conversation_id=cid, seq=seq, role=message["role"], message=message,
                          token_count=5 + seq % 3, chain_hash=f"h{seq}", content_hash=f"c{seq}",
                          pinned=seq % 7 == 0)

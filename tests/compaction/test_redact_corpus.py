@@ -1,7 +1,7 @@
-"""Redaction corpus (issue 12): secrets in prose and bare cloud secrets go; what an agent needs stays.
+"""Redaction corpus: secrets in prose and bare cloud secrets go; what an agent needs stays.
 
 Positive cases name the secret that must vanish; negative cases must come back byte for byte.
-Both run through `redact`, the function applied to summariser prompts and to stored summaries.
+Both run through `redact`, the function applied to summarizer prompts and to stored summaries.
 """
 
 from __future__ import annotations

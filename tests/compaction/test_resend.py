@@ -11,6 +11,7 @@ import pytest
 
 from compaction.messages import validate_resent
 from compaction.resend import Resends
+from compaction.types import Message
 from config.errors import InvalidRequestError
 from store.running_hashes import exact_keys
 
@@ -24,7 +25,7 @@ HISTORY: list[dict[str, Any]] = [
 ]
 
 
-def _copy(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _copy(messages: list[Message]) -> list[Message]:
     """Fresh dicts, as the next request's body parse makes them."""
     out: list[dict[str, Any]] = orjson.loads(orjson.dumps(messages))
     return out
@@ -34,7 +35,7 @@ def _result(call_id: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": "ok"}
 
 
-def _seen(memo: Resends, messages: list[dict[str, Any]]) -> None:
+def _seen(memo: Resends, messages: list[Message]) -> None:
     resent = memo.resent("t", None, messages)
     _, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared, expected=resent.expected)
     memo.keep(resent, expected)

@@ -14,7 +14,7 @@ import pytest
 from compaction import engine as engine_mod
 from compaction import raw_runs, resend, workview
 from compaction.engine import Engine
-from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
+from compaction.types import ChatTurn, Message, PreparedRequest, SummarizerChoice
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
 from store import forwarded, identity
 from store.running_hashes import RunningHashes
@@ -43,7 +43,7 @@ async def engines(tmp_path: Path) -> AsyncIterator[Engines]:
         store.close()
 
 
-def _turn(messages: list[dict[str, Any]]) -> ChatTurn:
+def _turn(messages: list[Message]) -> ChatTurn:
     return ChatTurn("tenant-a", MODEL, LiteLLMParams("openai/" + MODEL), WIDE, 200_000, tuple(messages))
 
 

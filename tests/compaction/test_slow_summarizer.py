@@ -1,4 +1,4 @@
-"""A slow summariser never blocks a turn: background steps prepare summaries without the request's
+"""A slow summarizer never blocks a turn: background steps prepare summaries without the request's
 lock, an under-budget turn never waits, and a turn that must compact waits at most its deadline
 (`compaction.sync_deadline_s`), then goes on with the local levels."""
 
@@ -38,7 +38,7 @@ async def _background_step_in_flight(engine: Engine, summarizer: ScriptedSummari
     reply = asst("Your first order was ORD-1000.")
     engine.record_reply(first, turn(msgs), reply)
     assert engine.after_turn(first, turn(msgs))
-    while summarizer.call_count == 0:  # the background step reached the (never-ending) summariser
+    while summarizer.call_count == 0:  # the background step reached the (never-ending) summarizer
         await asyncio.sleep(0)
     return first.conversation_id, [*msgs, reply]
 
@@ -55,7 +55,7 @@ async def test_under_budget_turns_do_not_wait_while_a_step_is_stuck(store: Store
             assert not prepared.waited_on_summarizer and not prepared.events
             assert prepared.tokens_forwarded <= prepared.budget
             msgs.append(asst("ok"))
-        assert summarizer.call_count == 1  # no summariser call on the request path
+        assert summarizer.call_count == 1  # no summarizer call on the request path
         assert engine.background.running == 1
     finally:
         await engine.aclose()
@@ -73,7 +73,7 @@ async def test_a_stuck_step_is_cancelled_on_close_without_committing(store: Stor
 
 
 async def test_a_request_that_must_compact_goes_on_at_the_deadline(store: Store) -> None:
-    """The summariser never answers: the request still gets its answer, served by the local
+    """The summarizer never answers: the request still gets its answer, served by the local
     extractive level once its deadline passed; the cut LLM call goes on off the request path."""
     summarizer = ScriptedSummarizer("slow", delay_s=3_600)
     engine = make_engine(store, summarizer)

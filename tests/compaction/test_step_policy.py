@@ -1,5 +1,5 @@
 """Compaction steps land where the policy says: summaries shrink the context, a background step
-prepares summaries down to the preparation level without moving the view, and the engine counts
+prepares summaries down to the preparation limit without moving the view, and the engine counts
 exactly what it forwards."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from compaction import recall
 from compaction.budget import MIN_LEAF_CHUNK_TOKENS, Budget
 from compaction.engine import Engine
 from compaction.tokens import TokenCounter
-from compaction.types import SummarizerChoice
+from compaction.types import Message, SummarizerChoice
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, RecallSettings, Settings
 from store.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, user
@@ -45,7 +45,7 @@ def test_summary_target_scales_to_the_window_and_is_at_most_a_third_of_the_input
     assert budget.summary_target(CompactionSettings(), "leaf", 800) == 800 // 3
     assert budget.summary_target(CompactionSettings(), "condensed", 900) == 900 // 3
     big = Budget.compute(CompactionSettings(), 128_000, None, 0)
-    assert big.summary_target(CompactionSettings(), "leaf", 50_000) == 1_200  # the seed's size
+    assert big.summary_target(CompactionSettings(), "leaf", 50_000) == 1_200  # the default leaf_target_tokens
     assert big.summary_target(CompactionSettings(), "condensed", 50_000) == 2_000
 
 
@@ -74,12 +74,12 @@ async def test_background_step_prepares_down_to_its_level_and_leaves_the_view(en
 async def test_a_step_that_finds_nothing_to_prepare_quiets_the_conversation_until_it_grows(
         engine: Engine) -> None:
     """Every turn of a prepared conversation stays over the threshold; a background step that finds
-    the preparation level reached already is not run again until a leaf chunk's worth arrives."""
+    the preparation limit reached already is not run again until a leaf chunk's worth arrives."""
     settings = replace(DEFAULTS, fresh_tail_max_percent=25)
     msgs = history(23, words=150)
     tenant = engine.store.for_tenant("tenant-a")
 
-    async def turn_after(messages: list[dict[str, Any]]) -> bool:
+    async def turn_after(messages: list[Message]) -> bool:
         t = turn(messages, window=WINDOW, settings=settings)
         prepared = await engine.prepare(t)
         engine.record_reply(prepared, t, asst("noted"))

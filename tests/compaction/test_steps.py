@@ -36,13 +36,13 @@ def view(items: list[Entry], system_tokens: int = 0) -> WorkingView:
 def test_an_old_oversized_result_is_elided_by_the_excess_first() -> None:
     rounds = [("a", 40), ("t", 200)] * 3 + [("a", 40), ("t", 5_000)] + [("a", 40), ("t", 200)] * 6
     wv = view(entries(rounds))
-    first = candidates(wv, SETTINGS, BUDGET, mode="normal", excess=1_000)[0]
-    assert first.tier == "elide" and wv.entries[first.chunk[0]].tokens == 5_000
+    first = candidates(wv, SETTINGS, BUDGET, reach="before_tail", excess=1_000)[0]
+    assert first.kind == "elide" and wv.entries[first.chunk[0]].tokens == 5_000
     assert first.allowance == 4_000  # exactly what is needed
-    deep = candidates(wv, SETTINGS, BUDGET, mode="normal", excess=9_000)[0]
+    deep = candidates(wv, SETTINGS, BUDGET, reach="before_tail", excess=9_000)[0]
     assert deep.allowance == BUDGET.oversized // 2  # never below half the oversized limit
     recent = view(entries([("a", 40), ("t", 200)] * 6 + [("a", 40), ("t", 5_000)]))
-    assert all(c.tier != "elide" for c in candidates(recent, SETTINGS, BUDGET, mode="normal",
+    assert all(c.kind != "elide" for c in candidates(recent, SETTINGS, BUDGET, reach="before_tail",
                                                      excess=1_000))  # the newest round: not in a step
 
 
@@ -50,7 +50,7 @@ def test_a_chunk_freeing_far_more_than_needed_is_traded_for_a_trim() -> None:
     wv = view(entries([("a", 40), ("t", 1_500), ("a", 40), ("t", 300)]))
     chunk = (1, 2, 3, 4)
     trim = trim_instead(wv, chunk, saving=1_500, excess=200)
-    assert trim is not None and trim.tier == "elide" and trim.chunk == (2,) and trim.allowance == 1_300
+    assert trim is not None and trim.kind == "elide" and trim.chunk == (2,) and trim.allowance == 1_300
     assert trim_instead(wv, chunk, saving=1_500, excess=800) is None  # the chunk lands near enough
     assert trim_instead(wv, chunk, saving=3_000, excess=1_200) is None  # a third must stay
     small = view(entries([("a", 40), ("t", MIN_TRIMMED_TOKENS)]))
@@ -70,5 +70,5 @@ def test_an_elision_is_never_offered_as_a_prepared_summary() -> None:
     record = SummaryRecord("sum_000000000001", "c", "leaf", 0, 1, "elision", "cut", 3, 2, 2, (102,), (),
                            "local/elision", "")
     wv = view(entries([("a", 40), ("t", 3_000)] * 8))
-    options = candidates(wv, SETTINGS, BUDGET, mode="hard", excess=100)
-    assert Prepared([record]).first_fit(wv, [c for c in options if c.tier != "elide"]) is None
+    options = candidates(wv, SETTINGS, BUDGET, reach="into_tail", excess=100)
+    assert Prepared([record]).first_fit(wv, [c for c in options if c.kind != "elide"]) is None

@@ -1,4 +1,4 @@
-"""Extractive summariser, LiteLLM summariser against an unreachable base, circuit breaker, prompts."""
+"""Extractive summarizer, LiteLLM summarizer against an unreachable base, circuit breaker, prompts."""
 
 from __future__ import annotations
 

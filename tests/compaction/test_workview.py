@@ -10,6 +10,7 @@ import pytest
 
 from compaction import workview
 from compaction.engine import Engine
+from compaction.types import Message
 from config.settings import StoreSettings
 from store.models import AnchorDraft, ContextView, SummaryDraft, SummaryRecord, ViewItem
 from store.store import Store, TenantStore
@@ -29,7 +30,7 @@ def _render(record: SummaryRecord) -> dict[str, Any]:
     return {"role": "user", "content": record.content}
 
 
-def _count(message: dict[str, Any]) -> int:
+def _count(message: Message) -> int:
     return len(str(message.get("content")))
 
 
@@ -79,6 +80,6 @@ async def test_regenerated_reply_is_planned_over_the_existing_summaries(store: S
     assert regen.summary_ids and not regen.events and not regen.waited_on_summarizer
     assert regen.tokens_forwarded < first.tokens_forwarded
     assert list(regen.messages)[-1] == msgs[-1]
-    assert tenant.view(first.conversation_id) == view  # nothing re-summarised or saved
+    assert tenant.view(first.conversation_id) == view  # nothing re-summarized or saved
     assert len(tenant.summaries(first.conversation_id)) == summaries and summarizer.call_count == calls
     await engine.aclose()

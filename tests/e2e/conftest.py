@@ -1,4 +1,4 @@
-"""The e2e rig: real proxy + engine, fake model upstream, fake summariser upstream, openai SDK client."""
+"""The e2e rig: real proxy + engine, fake model upstream, fake summarizer upstream, openai SDK client."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.fakes.upstream import FakeUpstream
 class Rig:
     client: openai.AsyncOpenAI
     model: FakeUpstream  # records every forwarded request
-    summarizer: FakeUpstream  # records every summariser call
+    summarizer: FakeUpstream  # records every summarizer call
     engine: RecordingEngine
 
 

@@ -1,7 +1,7 @@
 """Replay a generated conversation through the real proxy with the openai SDK, and measure it.
 
 The proxy runs the real app and engine; the model is one fake upstream (scripted replies, records
-every forwarded body) and the summariser is a second fake upstream reached through the `summarizer:`
+every forwarded body) and the summarizer is a second fake upstream reached through the `summarizer:`
 config (litellm over loopback), answering as a faithful, inventing, empty, verbose or slow model.
 """
 
@@ -46,14 +46,14 @@ _TARGET = re.compile(r"Write at most about (\d+) tokens")
 
 
 def budget_for(window: int = WINDOW, settings: CompactionSettings | None = None) -> int:
-    """The engine's input budget when the request sets no max_tokens (design: Budget)."""
+    """The engine's input budget when the request sets no max_tokens (as compaction/budget.py computes it)."""
     s = settings or CompactionSettings()
     return window - min(s.reserve_tokens, window // 4) - s.safety_margin_tokens
 
 
 def settings_for(upstream_url: str, summarizer_url: str, store_path: Path,
                  window: int = WINDOW) -> Settings:
-    """The model served by the fake upstream with a `window`-token context; summariser separate."""
+    """The model served by the fake upstream with a `window`-token context; summarizer separate."""
     entry = ModelEntry(MODEL, LiteLLMParams("openai/" + MODEL, upstream_url), window)
     return Settings(model_list=(entry,), store=StoreSettings(path=str(store_path)),
                     server=ServerSettings(upstream_timeout_s=60.0),
@@ -63,14 +63,14 @@ def settings_for(upstream_url: str, summarizer_url: str, store_path: Path,
 
 
 def summarizer_responder(behaviour: str, delay_s: float = 0.0) -> Any:
-    """A FakeUpstream responder answering summarisation prompts like a (mis)behaving model."""
+    """A FakeUpstream responder answering summarization prompts like a (mis)behaving model."""
     extractive = ExtractiveSummarizer()
 
     def respond(body: JSON) -> Script:
         prompt = str(body["messages"][-1]["content"])
         source = source_from_prompt(prompt)
         match = _TARGET.search(prompt)
-        faithful = extractive.summarise(source, int(match.group(1)) if match else 1_000)
+        faithful = extractive.summarize(source, int(match.group(1)) if match else 1_000)
         text = {"faithful": faithful, "slow": faithful, "empty": "",
                 "verbose": (source + "\n") * 3,
                 "inventing": with_invention(faithful)}[behaviour]

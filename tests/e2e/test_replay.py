@@ -1,6 +1,6 @@
-"""Issue 3 end to end: a 150-turn agentic conversation replayed through the proxy never goes over
+"""End to end: a 150-turn agentic conversation replayed through the proxy never goes over
 budget, keeps tool pairs and planted facts, shows corrected values as current, and never forwards
-what an adversarial summariser invented. Figures for the product owner are printed (pytest -s) and
+what an adversarial summarizer invented. Figures for the product owner are printed (pytest -s) and
 written to JSON, next to a sliding window's and litellm's trim_messages' on the same budget.
 """
 
@@ -96,7 +96,7 @@ def report(all_figures: list[Figures], path: Path) -> None:
     print(f"\n[e2e figures] written to {path}")
     for f in all_figures:
         print(f"  {f.strategy:>15}: ratio final {f.ratio_final:>6} mean {f.ratio_mean:>6} | prefix "
-              f"stable {f.prefix_stability:>5} | summariser calls/turn {f.summarizer_calls_per_turn:>5}"
+              f"stable {f.prefix_stability:>5} | summarizer calls/turn {f.summarizer_calls_per_turn:>5}"
               f" | max tokens {f.max_forwarded_tokens} over budget {f.over_budget_requests} | "
               f"pairing violations {f.pairing_violations} | facts kept {len(f.facts_kept)}/"
               f"{len(f.facts_kept) + len(f.facts_lost)} lost {list(f.facts_lost)}")
@@ -119,12 +119,12 @@ async def test_150_turn_replay_fits_keeps_facts_and_reports(
 
 
 @pytest.mark.parametrize("behaviour", ["inventing", "empty", "verbose"])
-async def test_adversarial_summariser_never_leaks_and_still_fits(
+async def test_adversarial_summarizer_never_leaks_and_still_fits(
         rig: RigFactory, conversation: Conversation, counter: CachedCounter, behaviour: str,
         figures_dir: Path) -> None:
     r = await rig(behaviour)
     result = await replay(r.client, conversation, r.model, r.engine)
-    assert r.summarizer.requests, "the adversarial summariser was really called"
+    assert r.summarizer.requests, "the adversarial summarizer was really called"
     assert_every_request_fits(result, counter, len(conversation.steps))
     assert_nothing_invented(result)
     assert_facts_kept(result, conversation)

@@ -1,8 +1,8 @@
-"""A summariser that takes 3 s per call barely ever blocks a turn (issue 3: "never blocks"), and one
-that never answers in time delays a turn that must compact by at most its deadline (issue 10).
+"""A summarizer that takes 3 s per call barely ever blocks a turn, and one
+that never answers in time delays a turn that must compact by at most its deadline.
 
 Turns follow back to back as an agent sends them; the fake model takes `MODEL_DELAY_S` to answer.
-Background compaction runs off the request path, so at most 1 turn in 20 waits on the summariser.
+Background compaction runs off the request path, so at most 1 turn in 20 waits on the summarizer.
 Waits are read from the proxy's `X-Ctxproxy-Summarizer-Wait` response header (the engine's
 PreparedRequest.waited_on_summarizer), cross-checked with the engine's own record; no timing asserts.
 """
@@ -22,7 +22,7 @@ SUMMARIZER_DELAY_S = 3.0
 MODEL_DELAY_S = 0.4
 
 
-async def test_slow_summariser_rarely_blocks_a_turn(rig: RigFactory) -> None:
+async def test_slow_summarizer_rarely_blocks_a_turn(rig: RigFactory) -> None:
     r = await rig("slow", delay_s=SUMMARIZER_DELAY_S)
     conv = generate(turns=150, seed=7)
     result = await paced_replay(r.client, conv, r.model, r.engine, turns=TURNS,
@@ -31,10 +31,10 @@ async def test_slow_summariser_rarely_blocks_a_turn(rig: RigFactory) -> None:
     waited = [i for i, w in enumerate(result.waits) if w == "true"]
     assert result.waits and all(w in ("true", "false") for w in result.waits)
     assert waited == [i for i, p in enumerate(result.prepared) if p.waited_on_summarizer]
-    assert r.summarizer.requests, "the slow summariser was really used (background steps)"
-    print(f"\n[slow summariser] {len(waited)} of {TURNS} turns waited: {waited}; "
-          f"{len(r.summarizer.requests)} summariser calls")
-    assert len(waited) * 20 <= TURNS, f"turns {waited} waited on the summariser"
+    assert r.summarizer.requests, "the slow summarizer was really used (background steps)"
+    print(f"\n[slow summarizer] {len(waited)} of {TURNS} turns waited: {waited}; "
+          f"{len(r.summarizer.requests)} summarizer calls")
+    assert len(waited) * 20 <= TURNS, f"turns {waited} waited on the summarizer"
     counter = CachedCounter(MODEL)
     assert all(request_tokens(counter, b) <= budget_for() for b in result.forwarded)
 
@@ -52,10 +52,10 @@ def full_history(conv: Conversation, turns: int) -> list[JSON]:
     return history
 
 
-async def test_a_request_that_must_compact_is_answered_past_a_stuck_summariser(rig: RigFactory) -> None:
-    """The summariser never answers in time (issue 10: a request compacting while it took 60 s got
-    no answer within 130 s). The request's compaction deadline passes and it is answered with
-    local summaries; the stuck call goes on off the request path."""
+async def test_a_request_that_must_compact_is_answered_past_a_stuck_summarizer(rig: RigFactory) -> None:
+    """The summarizer never answers in time (without a deadline the request would wait out the whole
+    call). The request's compaction deadline passes and it is answered with local summaries; the
+    stuck call goes on off the request path."""
     r = await rig("slow", delay_s=600.0, deadline_s=0.5)
     conv = generate(turns=150, seed=7)
     history = full_history(conv, 120)

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from compaction.tokens import TokenCounter
+from compaction.types import Message
 from replay.checks import (
     CachedCounter,
     check_request,
@@ -64,7 +65,7 @@ def test_a_value_quoted_from_decoded_tool_arguments_is_not_invented() -> None:
     arguments = json.dumps({"command": command})
     call: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}]}
-    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "Find the docs."}, call,
+    history: list[Message] = [SYSTEM, {"role": "user", "content": "Find the docs."}, call,
                {"role": "tool", "tool_call_id": "c1", "content": "[]"}]
     summary: dict[str, Any] = {"role": "system", "content": f"- ran {command} (no hits)"}
     assert invented_facts([SYSTEM, summary, *history[1:]], history) == []

@@ -62,7 +62,7 @@ def test_replay_cli_table_and_bad_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("summarizer", [InventingSummarizer(), FailingSummarizer()],
                          ids=["inventing", "failing"])
-def test_adversarial_summariser_never_reaches_the_provider(summarizer: Summarizer) -> None:
+def test_adversarial_summarizer_never_reaches_the_provider(summarizer: Summarizer) -> None:
     conv = read_jsonl(SAMPLE)[0]
     report = asyncio.run(replay_engine(conv, ReplayOptions(window=6_000), summarizer=summarizer))
     assert report.invented == () and report.over_budget == 0 and report.pairing_violations == 0

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from replay.fallback import level_counts, outcome_counts, shares, step_level
+from replay.fallback import level_counts, outcome_counts, pass_level, shares
 from replay.needed_later.attribution import explain_loss, trace_origins
 from replay.needed_later.identifiers import IdentifierExtractor
 from replay.needed_later.needed import NeededIndex
@@ -127,7 +127,7 @@ def test_fallback_levels_of_committed_steps() -> None:
     events = [_event("leaf", "normal"), _event("leaf", "aggressive"), _event("leaf", "extractive"),
               _event("condensed", "truncation"), _event("truncation", "truncation"),
               _event("leaf", "normal", "failed"), _event("leaf", "elision"), _event("leaf", "mystery")]
-    assert [step_level(e) for e in events[:5]] == [
+    assert [pass_level(e) for e in events[:5]] == [
         "llm_normal", "llm_aggressive", "extractive", "truncation", "forced_truncation"]
     counts = level_counts(events)
     assert counts == {"llm_normal": 1, "llm_aggressive": 1, "extractive": 1, "truncation": 1, "elision": 1,

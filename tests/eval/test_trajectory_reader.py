@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from compaction.types import Message
 from config.errors import InvalidRequestError
 from proxy.cli import replay as cli_replay
 from replay.records import read_jsonl
@@ -23,7 +24,7 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a
 
 
 def _session(rounds: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
+    messages: list[Message] = [{"role": "system", "content": "You are a coding agent."},
                                       {"role": "user", "content": "Find why test_rounding fails."}]
     for n in range(rounds):
         call = {"id": f"call_{n}", "type": "function",

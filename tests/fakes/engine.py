@@ -8,7 +8,7 @@ from aiohttp import web
 
 from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
-from compaction.types import ChatTurn, PreparedRequest
+from compaction.types import ChatTurn, Message, PreparedRequest
 from proxy import appkeys
 
 
@@ -22,7 +22,7 @@ class UnusedEngine:
                       start: EarlyStart | None = None) -> PreparedRequest:
         raise AssertionError("this test app does not serve chat requests")
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         raise AssertionError("this test app does not serve chat requests")
 
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:

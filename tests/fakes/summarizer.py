@@ -1,4 +1,4 @@
-"""Scriptable fake summariser implementing compaction.types.Summarizer (no network, no LLM)."""
+"""Scriptable fake summarizer implementing compaction.types.Summarizer (no network, no LLM)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class ScriptedSummarizer:
     async def complete(self, request: SummaryRequest) -> str:
         self.calls.append(request)
         behaviour = self._current()
-        faithful = self._extractive.summarise(source_from_prompt(request.user_prompt),
+        faithful = self._extractive.summarize(source_from_prompt(request.user_prompt),
                                               request.target_tokens)
         if behaviour == "failing":
             raise SummarizerError("scripted failure")

@@ -1,7 +1,7 @@
 """A scriptable fake OpenAI upstream (aiohttp test server) speaking JSON and SSE.
 
 Tests queue `Reply` / `ErrorReply` scripts (served in order; an empty queue answers "ok"), or set
-`responder` to decide per request (e.g. answer summarisation prompts as an LLM summariser would).
+`responder` to decide per request (e.g. answer summarization prompts as an LLM summarizer would).
 Every request is recorded with its headers and JSON body. Streams can be slowed, gated on an
 event, cut mid-way (connection dropped) or left without `[DONE]`.
 """

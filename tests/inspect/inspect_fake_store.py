@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from compaction.types import Message
 from config.errors import NotFoundError
 from store import forwarded
 from store.models import (
@@ -36,7 +37,7 @@ class FakeTenantStore:
         self._ids = itertools.count(1)
         self._clock = itertools.count(1_700_000_000)
 
-    def ingest(self, messages: Sequence[dict[str, Any]], *, model: str, external_id: str | None,
+    def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
                count_tokens: Callable[[dict[str, Any]], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult:
         cid = f"conv_{len(self._convs) + 1:04d}"

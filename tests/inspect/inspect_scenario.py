@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.types import Message
 from store.models import (
     AnchorDraft,
     CompactionEvent,
@@ -27,7 +28,7 @@ MODEL = "gpt-4o-mini"
 
 
 def conversation_messages() -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful deployment assistant."}]
+    msgs: list[Message] = [{"role": "system", "content": "You are a careful deployment assistant."}]
     for seq in range(1, 40):
         role = "user" if seq % 2 == 1 else "assistant"
         msgs.append({"role": role, "content": f"Turn {seq}: status update number {seq} for the rollout."})
@@ -42,7 +43,7 @@ def conversation_messages() -> list[dict[str, Any]]:
     return msgs
 
 
-def count_tokens(message: dict[str, Any]) -> int:
+def count_tokens(message: Message) -> int:
     return 4 + len(str(message.get("content") or "")) // 4 + 10 * len(message.get("tool_calls") or [])
 
 
@@ -120,7 +121,7 @@ def populate(ts: Any, tenant_id: str) -> Scenario:
     ts.record_event(_committed(cid, late))
     ts.record_event(CompactionEvent(conversation_id=cid, trigger="hard_budget", tier="leaf", level="normal",
                                     outcome="failed", summarizer_model="openai/gpt-4o-mini",
-                                    prompt_version="v1", error="summariser timed out after 60s"))
+                                    prompt_version="v1", error="summarizer timed out after 60s"))
     ts.save_view(ContextView(cid, 0, (ViewItem("message", "0"), ViewItem("summary", condensed.id),
                                       ViewItem("summary", late.id)), 34))
     for rec in (_forwarded(cid, 20, "a", 0, False, 10, 0, 600),

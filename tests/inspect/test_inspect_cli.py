@@ -41,7 +41,7 @@ def test_conversation_text_has_every_section(populated: Populated, capsys: Captu
     assert "in_view" in out and "8 messages: seq 1-8" in out
     assert "replaced by #" in out and "(A-1002)" in out
     assert PINNED_TEXT in out and "4-30" in out
-    assert "rejected facts: 9999" in out and "summariser timed out after 60s" in out
+    assert "rejected facts: 9999" in out and "summarizer timed out after 60s" in out
 
 
 def test_json_is_the_inspection_model(populated: Populated, capsys: Capture) -> None:

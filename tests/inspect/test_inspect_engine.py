@@ -1,4 +1,4 @@
-"""The inspector over what the real engine wrote: drive the real app (local/extractive summariser,
+"""The inspector over what the real engine wrote: drive the real app (local/extractive summarizer,
 a 4096-token window, no background) with the official openai SDK until it compacts, then read the
 conversation back through /ui's JSON API."""
 
@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from pytest_aiohttp import AiohttpClient, AiohttpServer
 
+from compaction.types import Message
 from config.settings import (
     CompactionSettings,
     LiteLLMParams,
@@ -49,7 +50,7 @@ async def test_inspector_reads_engine_output(aiohttp_server: AiohttpServer, aioh
                                              fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     app = create_app(engine_settings(fake_upstream.url, tmp_path))
     server = await aiohttp_server(app)
-    history: list[dict[str, Any]] = [{"role": "system", "content": "You are a release engineer."},
+    history: list[Message] = [{"role": "system", "content": "You are a release engineer."},
                                      {"role": "user", "content": PLANTED + "."},
                                      {"role": "assistant", "content": "Noted."}]
     client = openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key="sk-engine-0123456789",
@@ -77,11 +78,11 @@ async def test_inspector_reads_engine_output(aiohttp_server: AiohttpServer, aioh
     assert all(p["tokens_forwarded"] <= p["budget"] for p in series)
     assert all(set(p["occupancy"]) == set(detail["occupancy"]["categories"]) for p in series)
     assert any(p["compacted"] for p in series) and detail["summaries"]["nodes"]
-    summarised = [r for r in detail["timeline"] if r["status"] == "summarised"]
-    assert summarised and detail["timeline"][-1]["status"] == "raw"
+    summarized = [r for r in detail["timeline"] if r["status"] == "summarised"]
+    assert summarized and detail["timeline"][-1]["status"] == "raw"
     assert {e["outcome"] for e in detail["events"]} >= {"committed"}
     covering = next(r["summary_id"] for r in detail["timeline"] if r["seq"] == 1)
-    assert covering is not None, "the planted early turn should be summarised"
+    assert covering is not None, "the planted early turn should be summarized"
     tree = await (await http.get(f"/ui/api/tenants/{conv['tenant_id']}/summaries/{covering}/expand",
                                  headers=headers)).json()
 

@@ -31,7 +31,7 @@ def data(tenant: TenantStore, populated: Populated) -> dict[str, Any]:
     return inspect_view.inspect_conversation(tenant, populated.scenario.conversation_id)
 
 
-def test_timeline_marks_raw_summarised_and_pinned(data: dict[str, Any], populated: Populated) -> None:
+def test_timeline_marks_raw_summarized_and_pinned(data: dict[str, Any], populated: Populated) -> None:
     sc = populated.scenario
     rows = {r["seq"]: r for r in data["timeline"]}
     assert len(rows) == 40
@@ -84,7 +84,7 @@ def test_events_keep_every_provenance_field(data: dict[str, Any], populated: Pop
     assert condensed["summary_id"] == populated.scenario.condensed.id
     assert condensed["source_summary_ids"] == [leaf.id for leaf in populated.scenario.leaves]
     assert len(condensed["anchors_added"]) == 1 and len(condensed["anchors_superseded"]) == 1
-    assert events[-1]["error"] == "summariser timed out after 60s"
+    assert events[-1]["error"] == "summarizer timed out after 60s"
     expected_keys = {"conversation_id", "trigger", "tier", "level", "outcome", "summarizer_model",
                      "summarizer_settings", "prompt_version", "source_message_ids", "source_summary_ids",
                      "summary_id", "depth", "generation", "tokens_before", "tokens_after", "verification",

@@ -13,6 +13,7 @@ import openai
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
+from compaction.types import Message
 from config.settings import (
     LOCAL_EXTRACTIVE,
     LiteLLMParams,
@@ -50,7 +51,7 @@ class Driven:
     """What driving a conversation through the proxy produced."""
 
     headers: list[dict[str, str]] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     http_requests: int = 0
 
 
@@ -70,7 +71,7 @@ async def drive(client: openai.AsyncOpenAI, app: web.Application, turns: int, *,
     return out
 
 
-async def _one(client: openai.AsyncOpenAI, messages: list[dict[str, Any]],
+async def _one(client: openai.AsyncOpenAI, messages: list[Message],
                stream: bool) -> tuple[dict[str, str], str]:
     if not stream:
         raw = await client.chat.completions.with_raw_response.create(model=MODEL,

@@ -60,9 +60,9 @@ async def test_secrets_stay_out_of_everything_but_the_stored_message(
     tenant = store.for_tenant(store.tenant_id_for_key(CLIENT_KEY))
     cid = driven.headers[-1]["x-ctxproxy-conversation-id"]
     first_id = tenant.messages(cid)[0].id
-    summarised = [s for s in tenant.summaries(cid) if first_id in s.source_message_ids]
-    assert summarised, "the secret message was never compacted"
-    assert "[REDACTED" in summarised[0].content  # its text reached the summary, redacted
+    summarized = [s for s in tenant.summaries(cid) if first_id in s.source_message_ids]
+    assert summarized, "the secret message was never compacted"
+    assert "[REDACTED" in summarized[0].content  # its text reached the summary, redacted
 
     assert "SECRET" not in logs.getvalue() and "SECRET" not in metrics_text
     assert "SECRET" not in str(tenant.summaries(cid)) + str(tenant.anchors(cid, include_superseded=True))
@@ -92,7 +92,7 @@ async def test_secrets_stay_out_of_everything_but_the_stored_message(
 
 
 class LeakySummarizer:
-    """A summariser whose provider error quotes an API key (as some providers do)."""
+    """A summarizer whose provider error quotes an API key (as some providers do)."""
 
     @property
     def name(self) -> str:
@@ -111,7 +111,7 @@ def _leaky_engine(store: Any, settings: Any, metrics: Any, logger: Any) -> Any:
                   observer=ProxyObserver(metrics, logger))
 
 
-async def test_summariser_and_upstream_error_texts_are_redacted_in_logs(
+async def test_summarizer_and_upstream_error_texts_are_redacted_in_logs(
         make_proxy: ProxyFactory, fake_upstream: FakeUpstream, tmp_path: Path) -> None:
     logs = io.StringIO()
     server = await make_proxy(small_window_settings(fake_upstream.url, tmp_path / "e.db"),

@@ -35,7 +35,7 @@ def free_port() -> int:
 
 
 def write_config(path: Path, upstream_url: str, summarizer_url: str | None, *, window: int = 8_000) -> Path:
-    """The model on the fake upstream with a small window (compaction comes early); the summariser is
+    """The model on the fake upstream with a small window (compaction comes early); the summarizer is
     a second fake upstream (an LLM through litellm), or local/extractive when none is given."""
     summarizer = ({"model": "openai/fake-summarizer", "api_base": summarizer_url,
                    "api_key": "sk-summarizer-0123456789abcdef"} if summarizer_url
@@ -124,8 +124,8 @@ def check_one_clean_conversation(store: PgStore, key: str, messages: int) -> lis
     return tenant.summaries(cid)
 
 
-def check_each_prompt_summarised_once(summarizer: FakeUpstream) -> None:
-    """No two steps (of one replica or of two) sent the summariser the same chunk at the same level
+def check_each_prompt_summarized_once(summarizer: FakeUpstream) -> None:
+    """No two steps (of one replica or of two) sent the summarizer the same chunk at the same level
     and target: each step ran under its claim on the conversation (compaction/claims.py)."""
     prompts = [json.dumps(r.body.get("messages"), sort_keys=True) for r in summarizer.requests]
     assert len(prompts) == len(set(prompts)), f"{len(prompts) - len(set(prompts))} repeated prompts"

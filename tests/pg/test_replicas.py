@@ -2,7 +2,7 @@
 
 One conversation's turns alternate between the replicas, then a burst of concurrent identical turns
 hits both, then one replica is SIGKILLed while its background compaction step waits on the
-summariser and the other takes the step over once the lease expires. After each: one conversation,
+summarizer and the other takes the step over once the lease expires. After each: one conversation,
 every message once, no summary stored twice, a view whose summaries never cover a message twice.
 """
 
@@ -18,6 +18,7 @@ import aiohttp
 import openai
 import pytest
 
+from compaction.types import Message
 from config.settings import StoreSettings
 from store.postgres.store import PgStore
 from tests.e2e.harness import summarizer_responder
@@ -25,7 +26,7 @@ from tests.fakes.upstream import FakeUpstream
 from tests.pg.replicas import (
     MODEL,
     Replica,
-    check_each_prompt_summarised_once,
+    check_each_prompt_summarized_once,
     check_one_clean_conversation,
     start_replica,
     wait_ready,
@@ -67,7 +68,7 @@ def _client(replica: Replica, key: str) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=replica.base_url + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
-async def _turn(replica: Replica, key: str, history: list[dict[str, Any]], i: int) -> None:
+async def _turn(replica: Replica, key: str, history: list[Message], i: int) -> None:
     """One user turn on `replica`; the history grows by the user message and the reply."""
     history.append({"role": "user", "content": f"turn {i}: {FILLER}"})
     async with _client(replica, key) as client:
@@ -87,13 +88,13 @@ async def _settle(store: PgStore, key: str) -> None:
 
 
 async def _alternate(pair: Pair, key: str) -> list[dict[str, Any]]:
-    history: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    history: list[Message] = [{"role": "system", "content": "You are terse."}]
     for i in range(24):
         await _turn(pair.a if i % 2 == 0 else pair.b, key, history, i)
     await _settle(pair.store, key)
     summaries = check_one_clean_conversation(pair.store, key, len(history))
     assert summaries, "the alternating conversation crossed the threshold: someone compacted it"
-    check_each_prompt_summarised_once(pair.summarizer)
+    check_each_prompt_summarized_once(pair.summarizer)
     return history
 
 
@@ -112,7 +113,7 @@ async def _recall_across(pair: Pair, key: str) -> None:
     assert items[0]["text"].startswith("turn 0: word0")
 
 
-async def _burst(pair: Pair, key: str, history: list[dict[str, Any]]) -> None:
+async def _burst(pair: Pair, key: str, history: list[Message]) -> None:
     """Eight copies of the next turn at once, half on each replica: all answered, stored once."""
     history.append({"role": "user", "content": f"burst: {FILLER}"})
     replicas = [pair.a, pair.b] * 4
@@ -127,7 +128,7 @@ async def _burst(pair: Pair, key: str, history: list[dict[str, Any]]) -> None:
     history.append({"role": "assistant", "content": "ok"})
     await _settle(pair.store, key)
     check_one_clean_conversation(pair.store, key, len(history))
-    check_each_prompt_summarised_once(pair.summarizer)
+    check_each_prompt_summarized_once(pair.summarizer)
 
 
 async def test_two_replicas_share_one_conversation(pair: Pair) -> None:
@@ -139,9 +140,9 @@ async def test_two_replicas_share_one_conversation(pair: Pair) -> None:
 async def test_a_replica_killed_mid_step_leaves_nothing_and_the_other_takes_over(pair: Pair) -> None:
     key = "sk-replica-killed-0123456789abcd"
     pair.summarizer.responder = summarizer_responder("slow", delay_s=8.0)
-    history: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    history: list[Message] = [{"role": "system", "content": "You are terse."}]
     i = 0
-    while not pair.summarizer.requests:  # turns on A until its background step calls the summariser
+    while not pair.summarizer.requests:  # turns on A until its background step calls the summarizer
         assert i < 40, "replica A never started a background step"
         await _turn(pair.a, key, history, i)
         i += 1

@@ -2,7 +2,7 @@
 planted facts, a corrected budget) alternates turn by turn between two real server processes and
 holds what it holds on one SQLite process (tests/e2e/test_replay.py): every forwarded request within
 the budget with its tool pairs intact, the planted facts and the corrected value in the final
-context, one stored copy of every message, and each chunk sent to the summariser once.
+context, one stored copy of every message, and each chunk sent to the summarizer once.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from compaction.toolpairs import pairing_violations
+from compaction.types import Message
 from config.settings import StoreSettings
 from store.postgres.store import PgStore
 from tests.e2e.conversation import Conversation, generate
@@ -31,7 +32,7 @@ from tests.e2e.test_replay import assert_facts_kept
 from tests.fakes.upstream import FakeUpstream, Reply
 from tests.pg.replicas import (
     Replica,
-    check_each_prompt_summarised_once,
+    check_each_prompt_summarized_once,
     check_one_clean_conversation,
     start_replica,
     wait_ready,
@@ -66,7 +67,7 @@ async def _replay_alternating(a: Replica, b: Replica, model: FakeUpstream, conv:
     """Each turn on the other replica, the client resending its whole history, as an agent does."""
     clients = [openai.AsyncOpenAI(base_url=r.base_url + "/v1", api_key=KEY, max_retries=0, timeout=120)
                for r in (a, b)]
-    history: list[dict[str, Any]] = [conv.system]
+    history: list[Message] = [conv.system]
     try:
         for i, step in enumerate(conv.steps[:TURNS]):
             history += [dict(m) for m in step.client]
@@ -99,5 +100,5 @@ async def test_the_e2e_replay_alternating_between_two_replicas_holds(
         check_one_clean_conversation(store, KEY, len(history))
     finally:
         store.close()
-    check_each_prompt_summarised_once(summarizer)
+    check_each_prompt_summarized_once(summarizer)
 

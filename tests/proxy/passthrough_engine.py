@@ -12,7 +12,7 @@ from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
 from compaction.messages import strip_private_fields, validate_messages
 from compaction.tokens import TokenCounter
-from compaction.types import ChatTurn, Occupancy, PreparedRequest
+from compaction.types import ChatTurn, Message, Occupancy, PreparedRequest
 
 
 class PassthroughEngine:
@@ -41,7 +41,7 @@ class PassthroughEngine:
             waited_on_summarizer=False, forced_truncation=False, prefix_stable=None,
             last_seq=result.messages[-1].seq, last_chain_hash=result.messages[-1].chain_hash)
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         self.replies.append(message)
         assert prepared.last_seq is not None
         self.store.for_tenant(turn.tenant_id).append_reply(

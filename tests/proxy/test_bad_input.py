@@ -1,4 +1,4 @@
-"""Bad input from the audit of issue 12: every one a 400 in OpenAI's error shape, nothing forwarded."""
+"""Malformed requests: every one a 400 in OpenAI's error shape, nothing forwarded."""
 
 from __future__ import annotations
 

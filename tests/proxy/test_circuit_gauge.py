@@ -20,7 +20,7 @@ from tests.fakes.summarizer import ScriptedSummarizer
 
 MODEL = "gpt-4o-mini"
 REQUEST = build_request("leaf", "normal", "[#1 user]\nOrder A-1 shipped.", "", 100)
-ENDPOINT = "openai/summariser"  # every tenant's summariser: one endpoint, a breaker per tenant
+ENDPOINT = "openai/summarizer"  # every tenant's summarizer: one endpoint, a breaker per tenant
 RESET_S = 0.02
 
 

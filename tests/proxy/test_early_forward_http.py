@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import replace
-from typing import Any
 
 import aiohttp
 import structlog.testing
@@ -17,7 +16,7 @@ from openai import AsyncOpenAI, AsyncStream
 
 from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
-from compaction.types import ChatTurn, PreparedRequest
+from compaction.types import ChatTurn, Message, PreparedRequest
 from config.errors import StoreError
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
@@ -33,7 +32,7 @@ async def _metric(server: TestServer, name: str) -> float:
     return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
 
 
-async def _ask(client: AsyncOpenAI, history: list[dict[str, Any]], stream: bool) -> tuple[str, str]:
+async def _ask(client: AsyncOpenAI, history: list[Message], stream: bool) -> tuple[str, str]:
     """The answer's text and the conversation id header of one request."""
     if not stream:
         raw = await client.chat.completions.with_raw_response.create(model=MODEL, messages=history)  # type: ignore[arg-type]
@@ -50,7 +49,7 @@ async def test_an_agent_loop_reaches_the_provider_as_sent_and_is_stored(
         make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
     server = await make_proxy()
     client = AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY, max_retries=0)
-    history: list[dict[str, Any]] = [{"role": "system", "content": "be brief"},
+    history: list[Message] = [{"role": "system", "content": "be brief"},
                                      {"role": "user", "content": "question 0"}]
     conversation_ids = set()
     for turn in range(5):

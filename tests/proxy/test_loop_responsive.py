@@ -1,5 +1,5 @@
 """The HTTP loop stays responsive: `/healthz` answers within 100 ms at p99 while a first compaction
-(the first summariser call after start-up) and a 10 MB request are in flight (issue 12, item 4).
+(the first summarizer call after start-up) and a 10 MB request are in flight.
 
 The engine and the store run on their own thread (proxy/engine_host.py), so neither SQLite's
 full-text indexing of 10 MB nor planning a compaction holds the loop that answers `/healthz`.

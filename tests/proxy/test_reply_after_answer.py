@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
 
 import aiohttp
 from aiohttp.test_utils import TestServer
 from openai import AsyncOpenAI
 
-from compaction.types import ChatTurn, PreparedRequest
+from compaction.types import ChatTurn, Message, PreparedRequest
 from config.errors import StoreError
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
@@ -24,7 +23,7 @@ MODEL = "gpt-4o-mini"
 class StoreFailingEngine(PassthroughEngine):
     """Storing the reply fails as a locked/corrupt store would."""
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         raise StoreError("database is locked")
 
 
@@ -36,7 +35,7 @@ async def test_the_reply_is_stored_before_the_next_request_is_prepared(
         make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
     server = await make_proxy()
     client = _client(server)
-    history: list[dict[str, Any]] = [{"role": "user", "content": "first question"}]
+    history: list[Message] = [{"role": "user", "content": "first question"}]
     for turn in range(3):
         fake_upstream.queue(Reply(text=f"answer {turn}"))
         reply = await client.chat.completions.create(model=MODEL, messages=history)  # type: ignore[arg-type]

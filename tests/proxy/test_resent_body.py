@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compaction.types import Message
 from proxy.server.body import _plain, parse_json_object
 from proxy.server.resent_body import MIN_BYTES, ResentBodies
 
@@ -142,7 +143,7 @@ _NEXT = st.sampled_from(["append", "same", "edit", "drop", "params", "cut", "gar
                          "reorder"])
 
 
-def _next_raw(kind: str, messages: list[dict[str, Any]], new: list[dict[str, Any]], fmt: str,
+def _next_raw(kind: str, messages: list[Message], new: list[Message], fmt: str,
               layout: str) -> bytes:
     """The next body, as the client sends it after `messages` (`kind` of change)."""
     follow = {"append": [*messages, *new], "same": messages, "edit": [PAD, *new, *messages[1:]],

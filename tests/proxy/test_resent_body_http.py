@@ -14,6 +14,7 @@ import orjson
 from aiohttp.test_utils import TestServer
 from openai import AsyncOpenAI
 
+from compaction.types import Message
 from proxy import appkeys
 from proxy.server.resent_body import MIN_BYTES
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
@@ -41,7 +42,7 @@ async def test_an_agent_loop_is_parsed_past_its_resent_part_and_forwarded_as_sen
         make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
     server = await make_proxy()
     client = AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY, max_retries=0)
-    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "fix the build é😀"}]
+    history: list[Message] = [SYSTEM, {"role": "user", "content": "fix the build é😀"}]
     for turn in range(4):
         fake_upstream.queue(Reply(text=f"step {turn}: edited `a]}}.py`"))
         reply = await client.chat.completions.create(model=MODEL, messages=history)  # type: ignore[arg-type]
@@ -94,7 +95,7 @@ async def test_a_resend_known_from_memory_is_forwarded_while_the_engine_thread_i
     the request's bookkeeping (its messages and reply are stored before it is answered)."""
     server = await make_proxy()
     client = AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY, max_retries=0)
-    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "fix the build"}]
+    history: list[Message] = [SYSTEM, {"role": "user", "content": "fix the build"}]
     for turn in range(2):
         reply = await client.chat.completions.create(model=MODEL, messages=history)  # type: ignore[arg-type]
         history += [{"role": "assistant", "content": reply.choices[0].message.content},

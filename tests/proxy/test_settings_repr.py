@@ -13,15 +13,15 @@ from config.settings import (
     SummarizerSettings,
 )
 
-SECRETS = ("sk-entry-secret-0001", "sk-summariser-secret-0002", "tenant-secret-0003",
+SECRETS = ("sk-entry-secret-0001", "sk-summarizer-secret-0002", "tenant-secret-0003",
            "admin-secret-0004", "sk-client-secret-0005")
 
 
 def test_settings_and_turn_reprs_hold_no_secret() -> None:
-    entry_key, summariser_key, tenant_secret, admin_key, client_key = SECRETS
+    entry_key, summarizer_key, tenant_secret, admin_key, client_key = SECRETS
     params = LiteLLMParams("anthropic/claude", "https://api.example", entry_key)
     settings = Settings(model_list=(ModelEntry("m", params),),
-                        summarizer=SummarizerSettings(model="openai/gpt-4o-mini", api_key=summariser_key),
+                        summarizer=SummarizerSettings(model="openai/gpt-4o-mini", api_key=summarizer_key),
                         store=StoreSettings(tenant_secret=tenant_secret),
                         server=ServerSettings(admin_key=admin_key))
     turn = ChatTurn(tenant_id="t", model="m", upstream=params, settings=CompactionSettings(),

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from compaction.types import ChatTurn, PreparedRequest
+from compaction.types import ChatTurn, Message, PreparedRequest
 from config.errors import StoreError
 from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import FakeUpstream, Reply
@@ -32,14 +32,14 @@ GUARD_S = 10  # hang guard only
 class StoreFailingEngine(PassthroughEngine):
     """Storing the reply fails as a locked/corrupt store would."""
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         raise StoreError("database is locked")
 
 
 class RecordingEngine(PassthroughEngine):
     """Keeps the replies it was asked to store, without storing them."""
 
-    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: dict[str, Any]) -> None:
+    def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         self.replies.append(message)
 
 

@@ -1,6 +1,6 @@
 """The model recalls a compacted fact through the proxy's own tools, end to end.
 
-Real app, real engine (local/extractive summariser, a 4096-token window so a summary replaces the
+Real app, real engine (local/extractive summarizer, a 4096-token window so a summary replaces the
 early turns), the fake upstream playing a model that searches, expands and answers, and the
 official openai SDK as the client, streamed and not.
 """
@@ -51,7 +51,7 @@ def settings(upstream_url: str, tmp_path: Path, recall_enabled: bool = True) -> 
 
 
 def long_history() -> list[JSON]:
-    """A planted fact at turn 2, then enough chatter that the early turns must be summarised."""
+    """A planted fact at turn 2, then enough chatter that the early turns must be summarized."""
     history: list[JSON] = [{"role": "system", "content": "You are a helpful shop assistant."},
                            {"role": "user", "content": "Hello, I need help with an order."},
                            {"role": "assistant", "content": "Of course, what is the order?"},
@@ -87,8 +87,8 @@ def recalling_model(body: JSON) -> Reply:
             hit = next(h for h in result["hits"] if h["kind"] == "message")
             return Reply(text=None, tool_calls=[tool_call("call_expand", EXPAND, {"ids": [hit["id"]]})])
         return Reply(text="From the history: " + result["items"][0]["text"])
-    summarised = any("<ctxproxy:summary" in str(m.get("content")) for m in messages)
-    if summarised and SEARCH in offered:
+    summarized = any("<ctxproxy:summary" in str(m.get("content")) for m in messages)
+    if summarized and SEARCH in offered:
         return Reply(text=None, tool_calls=[tool_call("call_search", SEARCH, {"pattern": "Halvorsen"})])
     return Reply(text="I cannot look that up.")
 

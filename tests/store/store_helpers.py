@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from compaction.types import Message
 from store.interface import StoreBackend
 from store.postgres.store import PgStore
 from store.store import Store
@@ -25,7 +26,7 @@ class TokenCounter:
 def history(turns: int, topic: str = "invoices",
             system: str = "You are a careful assistant.") -> list[dict[str, Any]]:
     """A deterministic chat: system prompt then `turns` user/assistant pairs."""
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    msgs: list[Message] = [{"role": "system", "content": system}]
     for i in range(turns):
         msgs.append({"role": "user", "content": f"turn {i}: tell me about {topic} number {i}"})
         msgs.append({"role": "assistant", "content": f"reply {i}: {topic} {i} are fine"})

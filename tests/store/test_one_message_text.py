@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from compaction.prompts import build_source_text
+from compaction.types import Message
 from proxy.inspector.view import inspect_conversation, preview, timeline
 from store.content import message_text
 from store.store import Store, TenantStore
@@ -52,7 +53,7 @@ def test_index_inspector_and_verifier_see_the_same_text(kind: str, store: Store,
 
 def test_tool_calls_read_the_same_everywhere(store: Store, alice: TenantStore) -> None:
     call = {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": '{"q": "ORD-7A"}'}}
-    history: list[dict[str, Any]] = [{"role": "user", "content": "find it"}, {"role": "assistant",
+    history: list[Message] = [{"role": "user", "content": "find it"}, {"role": "assistant",
                                       "content": None, "tool_calls": [call]}]
     result = alice.ingest(history, model="gpt-4o-mini", external_id=None, count_tokens=lambda m: 5)
     stored = result.messages[-1]

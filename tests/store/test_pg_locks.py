@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from compaction.types import Message
 from config.errors import StoreError
 from config.settings import StoreSettings
 from store.postgres.store import PgStore, PgTenantStore
@@ -31,7 +32,7 @@ def _tenant(store: PgStore) -> PgTenantStore:
     return store.for_tenant(store.tenant_id_for_key("sk-locks"))
 
 
-def _next_turn(msgs: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+def _next_turn(msgs: list[Message], text: str) -> list[Message]:
     return [*msgs, {"role": "user", "content": text}]
 
 

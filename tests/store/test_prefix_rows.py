@@ -7,6 +7,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from compaction.types import Message
 from config.settings import StoreSettings
 from store.identity import chain_hashes
 from store.interface import StoreBackend, TenantAccess
@@ -16,7 +17,7 @@ from store.store import Store
 from tests.store.store_helpers import TokenCounter, history
 
 
-def _resend(alice: TenantAccess, msgs: list[dict[str, Any]], counter: TokenCounter) -> list[tuple[Any, ...]]:
+def _resend(alice: TenantAccess, msgs: list[Message], counter: TokenCounter) -> list[tuple[Any, ...]]:
     result = alice.ingest(msgs, model="gpt-4o", external_id=None, count_tokens=counter)
     return [(m.id, m.seq, m.role, m.token_count, m.chain_hash, m.content_hash, m.pinned, m.source, m.message)
             for m in result.messages]

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.engine import prefix_hashes
+from compaction.types import Message
 from store.fastjson import dumps_sorted
 from store.identity import chain_hashes, chain_of
 from store.running_hashes import RunningHashes
@@ -25,7 +26,7 @@ MESSAGES = st.lists(st.fixed_dictionaries(
     optional={"refusal": st.none(), "name": st.text(max_size=3), "pinned": st.booleans()}), max_size=6)
 
 
-def _forwarded_direct(messages: list[dict[str, Any]]) -> tuple[str, ...]:
+def _forwarded_direct(messages: list[Message]) -> tuple[str, ...]:
     out, previous = [], ""
     for m in messages:
         previous = hashlib.sha256(previous.encode() + dumps_sorted(m)).hexdigest()

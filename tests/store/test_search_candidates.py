@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import store.search as search_mod
+from compaction.types import Message
 from store.models import SearchQuery, SummaryDraft
 from store.postgres.store import PgStore
 from store.store import Store, TenantStore
@@ -21,7 +22,7 @@ N = 6  # the lowered candidate bound these tests run with (the real one is 1,000
 
 def _texts(count: int) -> list[dict[str, Any]]:
     """Oldest three messages rank best (three hits, short); newer ones are single, longer hits."""
-    msgs: list[dict[str, Any]] = []
+    msgs: list[Message] = []
     for i in range(count):
         text = ("invoice invoice invoice" + " overdue" * (i + 1) if i < 3
                 else f"note {i}: the invoice went out " + " ".join(f"w{j}" for j in range(i % 7 + 2)))

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from compaction.types import Message
 from config.errors import InvalidRequestError, NotFoundError
 from store.identity import chain_hashes
 from store.models import SearchQuery
@@ -27,7 +28,7 @@ def _sdk_echo(m: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("external_id", [None, "thread-42"])
 def test_ten_turns_of_full_resend_store_each_message_once(
         store: Store, alice: TenantStore, counter: TokenCounter, external_id: str | None) -> None:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    msgs: list[Message] = [{"role": "system", "content": "You are terse."}]
     conversation_ids = set()
     for turn in range(10):
         msgs.append({"role": "user", "content": f"question {turn}"})

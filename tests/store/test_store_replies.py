@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from compaction.types import Message
 from config.errors import StoreError
 from store.identity import chain_hashes
 from store.models import SearchQuery
@@ -22,7 +23,7 @@ def _bodies(tenant: TenantStore, cid: str) -> list[dict[str, Any]]:
     return [m.message for m in tenant.messages(cid)]
 
 
-def _send(tenant: TenantStore, msgs: list[dict[str, Any]], counter: TokenCounter,
+def _send(tenant: TenantStore, msgs: list[Message], counter: TokenCounter,
           external_id: str | None = None) -> tuple[str, int, str]:
     """Ingest a request; (conversation id, last seq, last chain hash) as the engine would keep them."""
     result = tenant.ingest(msgs, model="m", external_id=external_id, count_tokens=counter)

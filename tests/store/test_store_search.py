@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from compaction.types import Message
 from config.errors import InvalidRequestError, NotFoundError
 from store.models import SearchQuery, SummaryDraft
 from store.store import Store, TenantStore
@@ -18,7 +19,7 @@ DAY = 86_400.0
 @pytest.fixture
 def corpus(store: Store, alice: TenantStore, counter: TokenCounter) -> dict[str, Any]:
     """One conversation with known texts, ages and roles, plus a summary and a second conversation."""
-    msgs: list[dict[str, Any]] = [
+    msgs: list[Message] = [
         {"role": "system", "content": "You help with billing."},
         {"role": "user", "content": "The invoice for ACME is overdue."},
         {"role": "assistant", "content": "I will call parse_invoice_v2 on the invoice draft."},

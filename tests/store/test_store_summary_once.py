@@ -1,6 +1,6 @@
 """A summary is stored once: a second writer of the same summary (same sources, same words) gets the
 first one back, no second committed event; a re-summary of the same sources in other words (tighter,
-another summariser) is a summary of its own. The migrations keying old rows fold exact duplicates
+another summarizer) is a summary of its own. The migrations keying old rows fold exact duplicates
 into their oldest copy and re-key with the content."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_the_second_pass_of_the_same_summary_gets_the_first_summary_and_event(
 
 def test_a_re_summary_in_other_words_is_a_summary_and_event_of_its_own(
         alice: TenantStore, counter: TokenCounter) -> None:
-    """A step that re-summarises a chunk tighter must get its own words back, not the longer
+    """A step that re-summarizes a chunk tighter must get its own words back, not the longer
     summary stored before (which would not fit, leaving the work to elision)."""
     cid, ids = _conversation(alice, counter)
     seen: list[SummaryRecord] = []
