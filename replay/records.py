@@ -117,7 +117,7 @@ def conversation_line(path: Path, number: int, raw: Any) -> RecordedConversation
     if not _chat_messages(raw["messages"]):
         raise bad_line(path, number, NOT_MESSAGES)
     try:
-        return RecordedConversation.from_dict(raw if "id" in raw else _finetune_example(number, raw))
+        return RecordedConversation.from_dict(dict(raw) if "id" in raw else _finetune_example(number, raw))
     except (KeyError, TypeError, ValueError) as exc:
         raise bad_line(path, number, f"{FORMATS} ({exc!r})") from None
 
