@@ -2,20 +2,27 @@
 
 One conversation a line: `{"id", "messages", "tools"?, "checks"?}`; a check names a fact that must
 survive compaction verbatim (and, for corrections, old values that must not read as current), and
-may say where the agent uses it again (`used_at`, the index of that assistant message).
+may say where the agent uses it again (`used_at`, the index of that assistant message). A line
+without `id` is OpenAI's fine-tuning format, `{"messages", "tools"?}`: its id is its line number
+(`line-3`) and the training-only `weight` of its messages is dropped.
 Real agent sessions come in another format; replay/trajectory.py reads either.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from compaction.types import Message
 from config.errors import InvalidRequestError
+
+FORMATS = ('expected {"messages": [...]} (OpenAI fine-tuning) or {"id", "messages", "tools"?, "checks"?} '
+           "(a recorded conversation)")
+NOT_MESSAGES = "messages must be a list of chat messages, each an object with a role"
+TRAINING_KEYS = frozenset({"weight"})
 
 
 @dataclass(frozen=True)
@@ -92,12 +99,28 @@ def json_lines(path: Path) -> list[tuple[int, Any]]:
     return out
 
 
+def _chat_messages(value: Any) -> bool:
+    """Whether `value` is a list of objects with a role (the engine checks the rest)."""
+    return isinstance(value, list) and all(
+        isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in value)
+
+
+def _finetune_example(number: int, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A fine-tuning line as a recorded conversation: numbered by its line, training keys dropped."""
+    messages = [{k: v for k, v in m.items() if k not in TRAINING_KEYS} for m in raw["messages"]]
+    return {**raw, "id": f"line-{number}", "messages": messages}
+
+
 def conversation_line(path: Path, number: int, raw: Any) -> RecordedConversation:
-    """One line of the conversations format (`{id, messages, tools?, checks?}`)."""
+    """One line of the conversations format (`{id, messages, tools?, checks?}`) or a fine-tuning line."""
+    if not isinstance(raw, Mapping) or "messages" not in raw:
+        raise bad_line(path, number, FORMATS)
+    if not _chat_messages(raw["messages"]):
+        raise bad_line(path, number, NOT_MESSAGES)
     try:
-        return RecordedConversation.from_dict(raw)
+        return RecordedConversation.from_dict(dict(raw) if "id" in raw else _finetune_example(number, raw))
     except (KeyError, TypeError, ValueError) as exc:
-        raise bad_line(path, number, f"expected one conversation {{id, messages, ...}} ({exc!r})") from None
+        raise bad_line(path, number, f"{FORMATS} ({exc!r})") from None
 
 
 def read_jsonl(path: Path) -> list[RecordedConversation]:

@@ -31,7 +31,7 @@ from store.pattern import Mode, compile_pattern
 MAX_LIMIT = 100
 _LAST = re.compile(r"^\s*(\d{1,4})\s*([hdwm])\s*$")
 _UNIT_SECONDS = {"h": 3_600, "d": 86_400, "w": 7 * 86_400, "m": 30 * 86_400}
-_SNIPPET_TOKENS = {"words": 16, "trigram": 48}  # trigram tokens are characters, not words
+SNIPPET_TOKENS = {"words": 16, "trigram": 48}  # trigram tokens are characters, not words
 CANDIDATES = 1_000  # per scope: only the most recent matches passing the filters are ranked
 
 
@@ -155,7 +155,7 @@ def _ranked_sql(f: _Filters, table: str, rank: str, content: str, key: str, colu
     The ranking pass re-runs the match inside the candidates' rowid range and keeps the candidates
     (`+rowid`: a plain `rowid IN` would make FTS5 re-run the match once per listed rowid).
     """
-    snippet = f"snippet({table}, 0, '[', ']', '…', {_SNIPPET_TOKENS[f.mode]})"
+    snippet = f"snippet({table}, 0, '[', ']', '…', {SNIPPET_TOKENS[f.mode]})"
     return (f"WITH cand AS MATERIALIZED ({_candidates_sql(f, table, content, key, where)}) "
             f"SELECT {columns}, hit.rank AS rank, hit.snippet AS snippet FROM (SELECT rowid AS rid, "
             f"{rank} AS rank, {snippet} AS snippet FROM {table} WHERE {table} MATCH :match "

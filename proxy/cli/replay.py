@@ -1,9 +1,10 @@
 """`ctxproxy replay FILE`: replay recorded conversations through the real engine, offline.
 
 `ctxproxy replay FILE [--model gpt-4o-mini] [--window 12000] [--summarizer local/extractive|MODEL]
-[--config FILE] [--json] [--chart out.png] [--limit N] [--async]`. FILE is JSONL in one of two
+[--config FILE] [--json] [--chart out.png] [--limit N] [--async]`. FILE is JSONL in one of these
 formats, told apart by its first line: one conversation a line, `{"id", "messages", "tools"?,
-"checks"?}` (replay/records.py; the eval's generators write such files), or one real agent session,
+"checks"?}` (replay/records.py; the eval's generators write such files) or OpenAI's fine-tuning
+`{"messages", "tools"?}` (each line's id is `line-N`), or one real agent session,
 `{"meta"}` then `{"tools"}` then one message a line (replay/trajectory.py), or a request log: one
 body of /v1/chat/completions, /v1/responses or /v1/messages a line (proxy/cli/replay_bodies.py,
 a body extending an earlier one continues its conversation). A malformed line is
@@ -53,7 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", type=Path,
-                        help="JSONL: one conversation a line, or one session (meta, tools, messages)")
+                        help="JSONL: one conversation a line (fine-tuning {messages} lines too), one session "
+                             "(meta, tools, messages), or one request body a line")
     parser.add_argument("--model", default="gpt-4o-mini", help="tokenizer, price and model settings")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                         help=f"context window to simulate (default {DEFAULT_WINDOW}; 0 = the model's own)")

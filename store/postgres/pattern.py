@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.pattern import Group, Leaf, Mode, Node, compile_pattern, parse_pattern
+from store.snippet import Phrase, phrase
 
 _WORDS = "ctxproxy_query_words({p})"
 _PHRASE = "phraseto_tsquery('simple', " + _WORDS + ")"
@@ -29,6 +30,7 @@ class Compiled:
     expr: str
     params: dict[str, Any]
     terms: tuple[str, ...]  # the positive terms, for ranking and snippets of substring matches
+    phrases: tuple[Phrase, ...] = ()  # the positive terms as folded words, for snippets of word matches
 
 
 def _like(text: str) -> str:
@@ -41,6 +43,7 @@ class _Emitter:
         self.mode = mode
         self.params: dict[str, Any] = {}
         self.terms: list[str] = []
+        self.phrases: list[Phrase] = []
 
     def bind(self, value: str) -> str:
         name = f"pat{len(self.params)}"
@@ -51,6 +54,8 @@ class _Emitter:
         text = leaf.text.strip()
         if positive:
             self.terms.append(text)
+            words = phrase(text, prefix=leaf.kind == "prefix")
+            self.phrases += [words] if words else []
         if self.mode == "trigram":
             return "{column} ILIKE " + self.bind(_like(text))
         template = _PREFIX if leaf.kind == "prefix" else _PHRASE
@@ -72,4 +77,4 @@ def compile_pg(pattern: str) -> Compiled:
     mode, _fts5 = compile_pattern(pattern)
     emitter = _Emitter(mode)
     expr = emitter.node(parse_pattern(pattern))
-    return Compiled(mode, expr, emitter.params, tuple(emitter.terms))
+    return Compiled(mode, expr, emitter.params, tuple(emitter.terms), tuple(emitter.phrases))

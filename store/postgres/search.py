@@ -2,8 +2,9 @@
 
 Same validation, filters and bounded ranking: each scope ranks only the CANDIDATES most recent matches
 passing the filters (highest id first), best first; ranks are negative (better = more negative) so
-hits of both scopes merge like bm25's. Words rank by ts_rank with ts_headline snippets; substrings
-by pg_trgm word similarity with the first match bracketed.
+hits of both scopes merge like bm25's. Words rank by ts_rank, with snippets cut in Python as FTS5 cuts
+them (store/snippet.py: ts_headline's parser splits `PED-89415-X` unlike the index, so it missed such
+ids); substrings rank by pg_trgm word similarity with the first match bracketed.
 
 Where the time goes (100k messages, bench/search_pg.py): a scope's cost is one heap visit per match of
 the tenant (the GIN index yields row addresses, the id that orders candidates is in the heap), then
@@ -26,6 +27,7 @@ from store.ingest import Runner
 from store.models import SearchHit, SearchQuery
 from store.postgres.pattern import Compiled, compile_pg
 from store.search import Filters
+from store.snippet import snippet as word_snippet
 
 Statement = tuple[str, dict[str, Any]]
 Kind = Literal["message", "summary"]
@@ -37,7 +39,6 @@ Kind = Literal["message", "summary"]
 # threshold). The statements are never prepared (Database.read_many): a generic plan cannot fold the
 # query words into a constant, so it would unaccent them again for every row it ranks.
 SETTINGS = {"enable_seqscan": "off", "max_parallel_workers_per_gather": "0", "jit": "off"}
-_HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=6, ShortWord=0, FragmentDelimiter=…"
 _SNIPPET_CHARS = 48
 # Substrings rank by word similarity within this many characters around the first term's first
 # match (1,000 candidates of 11 kB: 1.7 s ranked whole, 0.12 s on the window, measured on
@@ -68,25 +69,23 @@ def _sql(c: Compiled, table: str, alias: str, key: str, column: str, columns: st
     columns, so only this tenant's matching rows are fetched); MATERIALIZED keeps the planner from
     walking `key` newest first and testing every row against the pattern instead. Only (key, ctid)
     pairs are kept; the newest N are re-read by ctid (a TID scan, no index descent) and ranked, and
-    only the `limit` best get a snippet.
+    only the `limit` best are returned with their text (cut to a snippet in Python).
     """
     cond, rank = _match(c, alias, column)
-    snippet = (f"ts_headline('simple', hit.body, ({c.expr}), '{_HEADLINE}')" if c.mode == "words"
-               else "hit.body")  # substrings: the whole text, cut around the match in Python
     out = ", ".join("hit." + item.split()[-1].split(".")[-1] for item in columns.split(", "))
     return (f"WITH matched AS MATERIALIZED (SELECT {alias}.{key} AS k, {alias}.ctid AS tid FROM {table} "
             f"{alias} WHERE {where} AND {cond}), "
             f"cand AS (SELECT tid FROM matched ORDER BY k DESC LIMIT :n) "
-            f"SELECT {out}, hit.rank, {snippet} AS snippet FROM (SELECT {columns}, {alias}.{column} AS body, "
+            f"SELECT {out}, hit.rank, hit.body AS snippet FROM (SELECT {columns}, {alias}.{column} AS body, "
             f"{rank} AS rank, {alias}.{key} AS k FROM {table} {alias} "
             f"WHERE {alias}.ctid = ANY (ARRAY(SELECT tid FROM cand)) AND {alias}.tenant_id = :tenant "
             f"ORDER BY rank, k LIMIT :limit) AS hit ORDER BY hit.rank, hit.k")
 
 
 def _snippet(c: Compiled, text: str) -> str:
-    """Words: ts_headline's. Substrings: the text around the first match, each match bracketed."""
+    """Words: FTS5's snippet of the text. Substrings: the text around the first match, matches bracketed."""
     if c.mode == "words":
-        return text
+        return word_snippet(text, c.phrases, sqlite_search.SNIPPET_TOKENS["words"])
     found = [m for t in c.terms if (m := re.search(re.escape(t), text, re.IGNORECASE))]
     start = min((m.start() for m in found), default=0)
     lo = max(0, start - _SNIPPET_CHARS // 2)

@@ -239,3 +239,26 @@ def test_words_inside_hosts_paths_and_codes_are_found(alice: TenantStore, counte
     cid = alice.ingest(msgs, model="m", external_id=None, count_tokens=counter).conversation.id
     hits = alice.search(SearchQuery(pattern=pattern, conversation_id=cid, scope="message"))
     assert len(hits) == 1, [h.snippet for h in hits]
+
+
+_AFTER = " routine status line 0 reports nothing unusual…"
+_ID_SNIPPET = "…The sample tagged [PED-89415-X] failed its assay." + _AFTER
+_WORDS_SNIPPET = "…The sample [tagged] PED-89415-X failed its [assay]." + _AFTER
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ('"PED-89415-X"', _ID_SNIPPET),
+    ("PED-89415-X", _ID_SNIPPET),
+    ("ped-89415-x", _ID_SNIPPET),
+    ("assa% tagged", _WORDS_SNIPPET),
+], ids=["phrase", "word", "lowercase", "prefix-and-word"])
+def test_snippet_brackets_a_hyphenated_id_deep_in_a_long_text(alice: TenantStore, counter: TokenCounter,
+                                                             pattern: str, expected: str) -> None:
+    """Both backends cut the same snippet around the match and bracket a multi-part id whole."""
+    filler = " ".join(f"routine status line {n} reports nothing unusual." for n in range(60))
+    texts = [f"{filler} The sample tagged PED-89415-X failed its assay. {filler}",
+             f"{filler} The sample tagged PED-89415-Y passed. {filler}"]
+    msgs = [{"role": "user" if n % 2 == 0 else "assistant", "content": t} for n, t in enumerate(texts)]
+    cid = alice.ingest(msgs, model="m", external_id=None, count_tokens=counter).conversation.id
+    hits = alice.search(SearchQuery(pattern=pattern, conversation_id=cid, scope="message"))
+    assert [h.snippet for h in hits] == [expected]
