@@ -19,6 +19,7 @@ from proxy.server.body import read_json_object
 from proxy.server.chat import bearer_key
 from proxy.server.middleware import PREPARED_RESPONSE, SERVED_PATHS
 from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, upstream_url
+from proxy.upstream.paths import raw_tail
 from proxy.upstream.wire import compact_json
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -28,7 +29,12 @@ async def forward(request: web.Request) -> web.StreamResponse:
     """Forward `/v1/{tail}` to the routed entry's upstream and stream its answer back."""
     await refuse_wrong_method(request)
     body, model = await _body_and_model(request)
-    return await forward_routed(request, request.match_info["tail"], body, model)
+    return await forward_routed(request, client_tail(request), body, model)
+
+
+def client_tail(request: web.Request) -> str:
+    """The path after `/v1/` exactly as the client encoded it (never the decoded match)."""
+    return raw_tail(request.rel_url.raw_path, 1)
 
 
 async def forward_routed(request: web.Request, tail: str, body: Body,
@@ -44,10 +50,13 @@ async def forward_routed(request: web.Request, tail: str, body: Body,
 
 async def forward_to(request: web.Request, params: LiteLLMParams, tail: str, body: Body, *,
                      body_rewritten: bool) -> web.StreamResponse:
-    """Relay one request to `params`' upstream at `{api_base}/{tail}` (shared with /v1/models/{id})."""
+    """Relay one request to `params`' upstream at `{api_base}/{tail}` (shared with /v1/models/{id});
+    `tail` is still percent-encoded and must stay under api_base's path (else 400)."""
+    shown = f"{request.method} {request.rel_url.raw_path}"
+    url = upstream_url(params, tail, request.rel_url.raw_query_string, shown)
     headers = outgoing_headers(request.headers, params, body_rewritten=body_rewritten,
                                client_key=bearer_key(request))
-    out = Forwarded(request.method, upstream_url(params, tail, request.query_string), headers, body)
+    out = Forwarded(request.method, url, headers, body)
 
     def started(response: web.StreamResponse) -> None:
         request[PREPARED_RESPONSE] = response

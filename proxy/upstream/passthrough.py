@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from config.settings import OPENAI_API_BASE, LiteLLMParams
 from proxy.error_mapping import provider_call
 from proxy.upstream.openai import WITHHELD_HEADERS
+from proxy.upstream.paths import confined_url
 
 # Never forwarded in either direction (RFC 9110 7.6.1), plus what the hop recomputes.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -33,15 +35,16 @@ class Forwarded:
     """One request as it leaves for the provider."""
 
     method: str
-    url: str
+    url: URL
     headers: dict[str, str]
     body: Body
 
 
-def upstream_url(params: LiteLLMParams, tail: str, query: str) -> str:
-    """`{api_base}/{tail}?{query}`: api_base already ends in /v1, as in every OpenAI SDK."""
-    base = (params.api_base or OPENAI_API_BASE).rstrip("/")
-    return f"{base}/{tail.lstrip('/')}" + (f"?{query}" if query else "")
+def upstream_url(params: LiteLLMParams, tail: str, raw_query: str, shown: str) -> URL:
+    """`{api_base}/{tail}?{raw_query}` (api_base already ends in /v1, as in every OpenAI SDK), `tail`
+    still encoded and confined under the base path (proxy/upstream/paths.py; `shown` names the
+    client's request in the 400)."""
+    return confined_url(params.api_base or OPENAI_API_BASE, tail, raw_query, shown)
 
 
 def outgoing_headers(client: Mapping[str, str], params: LiteLLMParams, *, body_rewritten: bool,
