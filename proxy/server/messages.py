@@ -16,18 +16,17 @@ from aiohttp import web
 from compaction.tokens import TokenCounter
 from config.errors import ModelNotFoundError
 from proxy import appkeys
+from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
     SSE_HEADERS,
     Turn,
-    bearer_key,
     ctxproxy_headers,
     finish_turn,
     observe_timing,
     prepare_turn,
     relay_reply,
     relay_stream,
-    tenant_of,
     timed_call,
 )
 from proxy.server.middleware import PREPARED_RESPONSE

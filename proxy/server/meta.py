@@ -12,7 +12,7 @@ from aiohttp import web
 from config.errors import ModelNotFoundError, StoreError
 from config.settings import OPENAI_API_BASE, ModelEntry, Settings
 from proxy import appkeys
-from proxy.server.chat import bearer_key
+from proxy.server.auth import bearer_key
 from proxy.server.passthrough import client_tail, forward_routed, forward_to
 from proxy.server.warmup import WARMUP
 

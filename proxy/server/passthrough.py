@@ -15,8 +15,8 @@ from aiohttp import web
 from config.errors import InvalidRequestError, MethodNotAllowedError, ModelNotFoundError, NotFoundError
 from config.settings import LiteLLMParams, ModelEntry, Settings
 from proxy import appkeys
+from proxy.server.auth import bearer_key
 from proxy.server.body import read_json_object
-from proxy.server.chat import bearer_key
 from proxy.server.middleware import PREPARED_RESPONSE, SERVED_PATHS
 from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, upstream_url
 from proxy.upstream.paths import raw_tail
