@@ -27,6 +27,7 @@ from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, Se
 from proxy import appkeys
 from proxy.engine_host import Preparing
 from proxy.recall import transport
+from proxy.server import ownership
 from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
@@ -64,6 +65,7 @@ class Turn:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request, resend_scope=tenant_of(request))
+    await ownership.require_references(request, body.get("model"))
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.

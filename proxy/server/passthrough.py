@@ -15,10 +15,11 @@ from aiohttp import web
 from config.errors import InvalidRequestError, MethodNotAllowedError, ModelNotFoundError, NotFoundError
 from config.settings import LiteLLMParams, ModelEntry, Settings
 from proxy import appkeys
+from proxy.server import ownership
 from proxy.server.auth import bearer_key
 from proxy.server.body import read_json_object
 from proxy.server.middleware import PREPARED_RESPONSE, SERVED_PATHS
-from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, upstream_url
+from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, relay_whole, upstream_url
 from proxy.upstream.paths import raw_tail
 from proxy.upstream.wire import compact_json
 
@@ -56,14 +57,22 @@ async def forward_to(request: web.Request, params: LiteLLMParams, tail: str, bod
     url = upstream_url(params, tail, request.rel_url.raw_query_string, shown)
     headers = outgoing_headers(request.headers, params, body_rewritten=body_rewritten,
                                client_key=bearer_key(request))
+    owned = await ownership.guard(request, params, tail, body)
     out = Forwarded(request.method, url, headers, body)
+    session, operator_key = request.app[appkeys.SESSION], params.api_key is not None
+    if owned is not None and owned.buffers:
+        whole, status = await relay_whole(session, out, operator_key=operator_key, rewrite=owned.answered)
+        request[appkeys.RECORD].upstream_status = status
+        return whole
 
     def started(response: web.StreamResponse) -> None:
         request[PREPARED_RESPONSE] = response
 
-    response, status = await relay(request.app[appkeys.SESSION], out, request,
-                                   operator_key=params.api_key is not None, started=started)
+    response, status = await relay(session, out, request, operator_key=operator_key, started=started,
+                                   tap=owned.tap if owned is not None else None)
     request[appkeys.RECORD].upstream_status = status
+    if owned is not None:
+        await owned.finished(status)
     return response
 
 
