@@ -23,6 +23,18 @@ CREATED = {"files": ("file-", "file"), "responses": ("resp_", "response"),
            "batches": ("batch_", "batch"), "vector_stores": ("vs_", "vector_store")}
 
 
+async def _streamed(request: web.Request, created: JSON) -> web.StreamResponse:
+    """A created response as the Responses API streams it: response.created, then response.completed."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    started = {**created, "status": "in_progress", "output": []}
+    for number, (kind, body) in enumerate([("response.created", started), ("response.completed", created)]):
+        data = json.dumps({"type": kind, "sequence_number": number, "response": body})
+        await response.write(f"event: {kind}\ndata: {data}\n\n".encode())
+    await response.write_eof()
+    return response
+
+
 def not_found(message: str, param: str | None = None) -> web.Response:
     return web.json_response({"error": {"message": message, "type": "invalid_request_error",
                                         "param": param, "code": None}}, status=404)
@@ -81,7 +93,10 @@ class ProviderObjects:
                 "message": f"Previous response with id '{previous}' not found.",
                 "type": "invalid_request_error", "param": "previous_response_id",
                 "code": "previous_response_not_found"}}, status=400)
-        return web.json_response(self._create(kind, body))
+        created = self._create(kind, body)
+        if body.get("stream") is True:
+            return await _streamed(request, created)
+        return web.json_response(created)
 
     def _create(self, kind: str, body: JSON) -> JSON:
         prefix, object_type = CREATED[kind]

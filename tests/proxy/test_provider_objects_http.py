@@ -117,3 +117,16 @@ async def test_chat_referring_to_another_tenants_file_is_refused(
             {"type": "file", "file": {"file_id": file_id}}]}])
     assert caught.value.body == unknown("file", file_id, "file_id")
     assert len(provider.paths) == before
+
+
+@pytest.mark.parametrize("chained", [False, True])
+async def test_a_streamed_response_is_the_tenants_own(
+        clients: tuple[openai.AsyncOpenAI, openai.AsyncOpenAI], chained: bool) -> None:
+    a, b = clients
+    previous = (await a.responses.create(model="keyed", input="hi")).id if chained else None
+    extra = {"previous_response_id": previous} if previous else {}
+    events = [e async for e in await a.responses.create(model="keyed", input="more", stream=True, **extra)]
+    streamed = events[-1].response.id  # type: ignore[union-attr]
+    with pytest.raises(openai.NotFoundError):
+        await b.responses.retrieve(streamed)
+    assert (await a.responses.retrieve(streamed)).id == streamed
