@@ -80,7 +80,7 @@ class ProviderObjects:
             return self._one(request, parts[0], parts[1])
         return web.json_response({"echo": "/".join(parts), "method": request.method})
 
-    async def _collection(self, request: web.Request, kind: str) -> web.Response:
+    async def _collection(self, request: web.Request, kind: str) -> web.StreamResponse:
         if request.method == "GET":
             data = [o for o in self.objects.values() if o["object"] == CREATED[kind][1]]
             return web.json_response({"object": "list", "data": data, "has_more": False,

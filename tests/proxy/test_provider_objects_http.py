@@ -100,7 +100,8 @@ async def test_batches_need_the_tenants_own_input_file(
     batch = await a.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
                                    completion_window="24h")
     with pytest.raises(openai.NotFoundError) as caught:
-        await b.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
+        await b.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                               completion_window="24h")
     assert caught.value.body == unknown("file", file_id, "input_file_id")
     with pytest.raises(openai.NotFoundError):
         await b.batches.retrieve(batch.id)
@@ -124,9 +125,11 @@ async def test_a_streamed_response_is_the_tenants_own(
         clients: tuple[openai.AsyncOpenAI, openai.AsyncOpenAI], chained: bool) -> None:
     a, b = clients
     previous = (await a.responses.create(model="keyed", input="hi")).id if chained else None
-    extra = {"previous_response_id": previous} if previous else {}
-    events = [e async for e in await a.responses.create(model="keyed", input="more", stream=True, **extra)]
-    streamed = events[-1].response.id  # type: ignore[union-attr]
+    events = [e async for e in await a.responses.create(model="keyed", input="more", stream=True,
+                                                        previous_response_id=previous)]
+    completed = events[-1]
+    assert completed.type == "response.completed"
+    streamed = completed.response.id
     with pytest.raises(openai.NotFoundError):
         await b.responses.retrieve(streamed)
     assert (await a.responses.retrieve(streamed)).id == streamed
