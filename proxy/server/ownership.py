@@ -33,7 +33,7 @@ COLLECTIONS: dict[tuple[str, ...], str] = {
     ("assistants",): "assistant", ("threads",): "thread", ("containers",): "container",
     ("conversations",): "conversation", ("chat", "completions"): "chat completion", ("evals",): "eval",
 }
-NOT_IDS = frozenset({"input_tokens", "compact"})  # /v1/responses/input_tokens is no response
+NOT_IDS = frozenset({"input_tokens", "compact", "runs"})  # /v1/responses/input_tokens, /v1/threads/runs
 REFERENCES = {"previous_response_id": "response", "file_id": "file", "file_ids": "file",
               "input_file_id": "file", "training_file": "file", "validation_file": "file",
               "vector_store_id": "vector store", "vector_store_ids": "vector store",
