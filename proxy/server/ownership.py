@@ -113,13 +113,16 @@ class Owner:
                 raise ProviderObjectNotFoundError(kind, object_id, param=param)
 
     async def record(self, kind: str, ids: list[str]) -> None:
+        """Note `ids` as objects this tenant created."""
         if ids:
             await self._host.run(lambda: self._tenant.record_objects(kind, ids))
 
     async def forget(self, ids: list[str]) -> None:
+        """Drop objects the provider deleted."""
         await self._host.run(lambda: self._tenant.forget_objects(ids))
 
     async def owned(self, ids: list[str]) -> set[str]:
+        """Those of `ids` this tenant created."""
         return await self._host.run(lambda: self._tenant.owned_objects(ids))
 
 
@@ -150,14 +153,14 @@ class Guard:
 
     owner: Owner
     method: str
-    target: Target | None
+    target: Target
     streamed: bool
     tapped: bytearray = field(default_factory=bytearray)
 
     @property
     def buffers(self) -> bool:
         """True when the whole answer is read first: what a POST creates, what a list shows."""
-        if self.target is None or self.streamed:
+        if self.streamed:
             return False
         return self.method == "POST" or (self.method == "GET" and self.target.object_id is None)
 
@@ -167,7 +170,7 @@ class Guard:
             data = json.loads(raw) if 200 <= status < 300 else None
         except ValueError:
             return raw
-        if not isinstance(data, dict) or self.target is None:
+        if not isinstance(data, dict):
             return raw
         if self.method == "GET":
             return compact_json(await self._own_list(data))
@@ -175,7 +178,7 @@ class Guard:
         return raw
 
     async def _record(self, data: dict[str, Any]) -> None:
-        assert self.target is not None
+        """A POST's answer: the object it created (at the collection itself) is the caller's."""
         if self.target.object_id is None and isinstance(data.get("id"), str):
             await self.owner.record(self.target.kind, [data["id"]])
         nested = data.get("file")  # a completed upload carries the file it made
@@ -183,6 +186,7 @@ class Guard:
             await self.owner.record("file", [nested["id"]])
 
     async def _own_list(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A list answer with only the caller's objects (its first and last ids to match)."""
         items = data.get("data")
         if not isinstance(items, list):
             return data
@@ -203,7 +207,7 @@ class Guard:
 
     async def finished(self, status: int) -> None:
         """After an unbuffered answer: a streamed creation recorded, a deleted object forgotten."""
-        if self.target is None or not 200 <= status < 300:
+        if not 200 <= status < 300:
             return
         if self.method == "DELETE" and self.target.object_id is not None:
             await self.owner.forget([self.target.object_id])
@@ -230,6 +234,7 @@ async def guard(request: web.Request, params: LiteLLMParams, tail: str, body: Bo
 
 
 def _streams(raw: bytes) -> bool:
+    """True when a JSON body asks for a streamed answer."""
     try:
         data = json.loads(raw)
     except ValueError:
