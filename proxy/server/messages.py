@@ -16,6 +16,7 @@ from aiohttp import web
 from compaction.tokens import TokenCounter
 from config.errors import ModelNotFoundError
 from proxy import appkeys
+from proxy.server import ownership
 from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
@@ -39,6 +40,7 @@ from proxy.wire import anthropic_translate as translate
 async def messages(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request, resend_scope=tenant_of(request))
+    await ownership.require_references(request, body.get("model"))
     chat_body: dict[str, Any] = {"model": body.get("model"), "messages": wire.to_messages(body),
                                  "tools": translate.chat_tools(body.get("tools")),
                                  "stream": body.get("stream") is True}

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 from aiohttp.test_utils import TestServer
@@ -108,8 +109,9 @@ async def test_batches_need_the_tenants_own_input_file(
     assert (await a.batches.retrieve(batch.id)).id == batch.id
 
 
-async def test_chat_referring_to_another_tenants_file_is_refused(
-        clients: tuple[openai.AsyncOpenAI, openai.AsyncOpenAI], provider: ProviderObjects) -> None:
+async def test_chat_and_messages_referring_to_another_tenants_file_are_refused(
+        clients: tuple[openai.AsyncOpenAI, openai.AsyncOpenAI], provider: ProviderObjects,
+        proxy: TestServer) -> None:
     a, b = clients
     file_id = await _upload(a)
     before = len(provider.paths)
@@ -117,6 +119,13 @@ async def test_chat_referring_to_another_tenants_file_is_refused(
         await b.chat.completions.create(model="keyed", messages=[{"role": "user", "content": [
             {"type": "file", "file": {"file_id": file_id}}]}])
     assert caught.value.body == unknown("file", file_id, "file_id")
+    async with aiohttp.ClientSession() as http, http.post(proxy.make_url("/v1/messages"), json={
+            "model": "keyed", "max_tokens": 5, "messages": [{"role": "user", "content": [
+                {"type": "document", "source": {"type": "file", "file_id": file_id}}]}]},
+            headers={"x-api-key": KEY_B}) as resp:
+        assert resp.status == 404
+        assert await resp.json() == {"type": "error", "error": {
+            "type": "not_found_error", "message": f"No file found with id '{file_id}'."}}
     assert len(provider.paths) == before
 
 
