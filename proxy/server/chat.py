@@ -65,7 +65,7 @@ class Turn:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request, resend_scope=tenant_of(request))
-    await ownership.require_references(request, body.get("model"))
+    await ownership.require_references(request, body)
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.

@@ -40,7 +40,7 @@ from proxy.wire import anthropic_translate as translate
 async def messages(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request, resend_scope=tenant_of(request))
-    await ownership.require_references(request, body.get("model"))
+    await ownership.require_references(request, body)
     chat_body: dict[str, Any] = {"model": body.get("model"), "messages": wire.to_messages(body),
                                  "tools": translate.chat_tools(body.get("tools")),
                                  "stream": body.get("stream") is True}

@@ -40,7 +40,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     if not _compactable(request, body):
         name = model if isinstance(model, str) and model else None
         return await forward_routed(request, "responses", await request.read(), name)
-    await ownership.require_references(request, model)
+    await ownership.require_references(request, body)
     messages = wire.to_messages(wire.input_items(body), body.get("instructions"))
     tools = body.get("tools") or []
     chat_body: dict[str, Any] = {"model": model, "messages": messages, "stream": body.get("stream") is True,
