@@ -3,6 +3,9 @@
 The body's `model` picks the entry when the body is JSON and names one; otherwise the first entry
 speaking OpenAI's wire format serves the path. Bodies are streamed both ways; only a model alias is
 rewritten to the provider's name. No compaction happens here: these APIs carry no conversation.
+The path is appended to the entry's api_base still encoded and never leaves it
+(proxy/upstream/paths.py); through an operator-keyed entry, provider objects are the creating
+tenant's own (proxy/server/ownership.py).
 """
 
 from __future__ import annotations
