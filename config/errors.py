@@ -81,6 +81,15 @@ class NotFoundError(CtxProxyError):
     default_code = "not_found"
 
 
+class ProviderObjectNotFoundError(NotFoundError):
+    """A provider object (file, response, batch, ...) the caller's tenant did not create, answered as
+    the provider answers an unknown id (404, `code` null), so another tenant's ids are not revealed."""
+
+    def __init__(self, kind: str, object_id: str, *, param: str | None = None) -> None:
+        super().__init__(f"No {kind} found with id '{object_id}'.", param=param)
+        self.code = None
+
+
 class MethodNotAllowedError(CtxProxyError):
     """A known path asked with a method it does not serve (405); `headers` carries `Allow`."""
 

@@ -192,7 +192,7 @@ class ServerSettings:
     upstream_timeout_s: float = 600.0
     upstream_connect_timeout_s: float = 10.0
     admin_key: str | None = field(default=None, repr=False)  # protects /ui and the operator API; None: off
-    require_client_key: bool = False  # True: chat requests without a bearer key get 401
+    require_client_key: bool = False  # True: keyless requests get 401 (proxy/server/auth.py)
     trusted_proxies: tuple[str, ...] = ()  # addresses/CIDRs whose X-Forwarded-For is believed
     log_level: str = "info"
     log_format: str = "json"  # json | console

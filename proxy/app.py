@@ -27,6 +27,7 @@ from proxy.observability.memory import cache_fill
 from proxy.observability.metrics import Metrics
 from proxy.recall.http import setup_context_routes
 from proxy.server import chat, messages, meta, passthrough, responses
+from proxy.server.auth import client_key_middleware
 from proxy.server.lifecycle import setup_lifecycle_routes
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.resent_body import ResentBodies
@@ -58,7 +59,8 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory | None = Non
                log_stream: Any = None) -> web.Application:
     """A ready-to-run application for `settings` (resources start with the app)."""
     app = web.Application(client_max_size=settings.server.max_body_bytes,
-                          middlewares=[observe_middleware, error_middleware])
+                          middlewares=[observe_middleware, error_middleware,
+                                       client_key_middleware])
     app[appkeys.SETTINGS] = settings
     app.cleanup_ctx.append(_observability(settings, log_stream))
     app.cleanup_ctx.append(_store)

@@ -276,6 +276,17 @@ def _summary_keys_with_content(conn: sqlite3.Connection) -> None:
 # Pinned messages are few: a partial index answers "which of this conversation's are pinned" at once.
 _PINNED = "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;"
 
+# Provider objects (files, responses, batches, ...) a tenant created through an operator-keyed entry.
+_PROVIDER_OBJECTS = """
+CREATE TABLE provider_objects (
+    tenant_id TEXT NOT NULL,
+    object_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant_id, object_id)
+);
+"""
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -306,6 +317,8 @@ CREATE TABLE step_leases (
               _PINNED),
     Migration(7, "a summary's key covers its content (a tighter re-summary is a summary of its own)",
               _summary_keys_with_content),
+    Migration(8, "provider objects owned by the tenant that created them through an operator key",
+              _PROVIDER_OBJECTS),
 )
 
 

@@ -57,6 +57,7 @@ from store.models import (
 from store.prefix_rows import PrefixRows
 
 ANONYMOUS_TENANT = "anonymous"
+OBJECTS_PER_QUERY = 500  # ids looked up in one statement (SQLite allows 32,766 parameters)
 
 
 def tenant_id(secret: str, api_key: str | None) -> str:
@@ -538,6 +539,35 @@ class TenantStore:
         with self._tx(conversation_id):
             self._run("DELETE FROM step_leases WHERE tenant_id = :tenant AND conversation_id = :cid "
                       "AND holder = :holder", {"cid": conversation_id, "holder": holder})
+
+    # -- provider objects ------------------------------------------------------------------------
+
+    def record_objects(self, kind: str, object_ids: Sequence[str]) -> None:
+        """Note provider objects this tenant created (an id already noted stays as it was)."""
+        with self._tx():
+            for object_id in object_ids:
+                self._run("INSERT INTO provider_objects (tenant_id, object_id, kind, created_at) "
+                          "VALUES (:tenant, :oid, :kind, :now) ON CONFLICT (tenant_id, object_id) DO NOTHING",
+                          {"oid": object_id, "kind": kind, "now": time.time()})
+
+    def owned_objects(self, object_ids: Sequence[str]) -> set[str]:
+        """Those of `object_ids` this tenant created; another tenant's are simply not among them."""
+        owned: set[str] = set()
+        unique = list(dict.fromkeys(object_ids))
+        for start in range(0, len(unique), OBJECTS_PER_QUERY):
+            chunk = unique[start:start + OBJECTS_PER_QUERY]
+            names = {f"o{i}": object_id for i, object_id in enumerate(chunk)}
+            found = self._run("SELECT object_id FROM provider_objects WHERE tenant_id = :tenant AND "
+                              f"object_id IN ({', '.join(':' + n for n in names)})", names)
+            owned.update(str(row[0]) for row in found)
+        return owned
+
+    def forget_objects(self, object_ids: Sequence[str]) -> None:
+        """Drop this tenant's records of objects the provider deleted."""
+        with self._tx():
+            for object_id in object_ids:
+                self._run("DELETE FROM provider_objects WHERE tenant_id = :tenant AND object_id = :oid",
+                          {"oid": object_id})
 
     # -- recall ----------------------------------------------------------------------------------
 

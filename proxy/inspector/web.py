@@ -27,7 +27,7 @@ from proxy import appkeys
 from proxy.inspector import view
 from proxy.inspector.session import SESSIONS, UiSessions
 from proxy.inspector.source import parse_networks
-from proxy.server.chat import bearer_key
+from proxy.server.auth import bearer_key
 
 COOKIE = "ctxproxy_admin"
 STATIC_DIR = Path(__file__).with_name("static")

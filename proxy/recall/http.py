@@ -14,11 +14,9 @@ from aiohttp import web
 from config.errors import AuthenticationError
 from proxy import appkeys
 from proxy.recall.api import as_list, expand_ids, hit_json, item_json, run_search, search_query
+from proxy.server.auth import KEYLESS_RECALL, bearer_key
 from proxy.server.body import read_json_object
-from proxy.server.chat import bearer_key
 from store.interface import TenantAccess
-
-KEYLESS_RECALL = "recall needs an API key: keyless callers share one anonymous tenant"
 
 
 def caller_tenant(request: web.Request, keyless: str = KEYLESS_RECALL) -> TenantAccess:

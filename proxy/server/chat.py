@@ -18,7 +18,6 @@ from aiohttp import web
 from compaction import recall
 from compaction.types import ChatTurn, Credentials, Message, PreparedRequest
 from config.errors import (
-    AuthenticationError,
     CtxProxyError,
     InvalidRequestError,
     ModelNotFoundError,
@@ -28,12 +27,14 @@ from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, Se
 from proxy import appkeys
 from proxy.engine_host import Preparing
 from proxy.recall import transport
+from proxy.server import ownership
+from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream import sse
-from proxy.upstream.openai import MISSING_API_KEY, StreamingReply, Upstream, UpstreamReply, uses_openai_wire
+from proxy.upstream.openai import StreamingReply, Upstream, UpstreamReply, uses_openai_wire
 from proxy.upstream.wire import EncodedMessages, first_message
 
 Outcome = TypeVar("Outcome")
@@ -65,6 +66,7 @@ class Turn:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request, resend_scope=tenant_of(request))
+    await ownership.require_references(request, body)
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
@@ -96,9 +98,7 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     if entry is None:
         raise ModelNotFoundError(f"The model `{model}` does not exist or is not served by this proxy",
                                  param="model")
-    client_key = bearer_key(request)
-    if client_key is None and app[appkeys.SETTINGS].server.require_client_key:
-        raise AuthenticationError(MISSING_API_KEY, code="missing_api_key")
+    client_key = bearer_key(request)  # a required key was checked before routing (auth.py)
     tenant = record.tenant_id = tenant_of(request)
     turn = await _build_turn(request, body, entry, tenant, client_key)
     if not recall_tools:
@@ -181,21 +181,6 @@ def _max_reply_tokens(body: dict[str, Any]) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
-
-
-def tenant_of(request: web.Request) -> str:
-    """The caller's tenant: an HMAC of its key (the store's `tenant_id_for_key`)."""
-    return request.app[appkeys.STORE].tenant_id_for_key(bearer_key(request))
-
-
-def bearer_key(request: web.Request) -> str | None:
-    """The client's API key from `Authorization: Bearer ...`, else `x-api-key` (the anthropic
-    SDK's header); None when absent."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.headers.get("x-api-key", "").strip() or None
 
 
 def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLLMParams) -> dict[str, Any]:

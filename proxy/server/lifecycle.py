@@ -12,8 +12,7 @@ from aiohttp import web
 
 from proxy import appkeys
 from proxy.recall.http import caller_tenant
-
-KEYLESS_DELETE = "deleting needs an API key: keyless callers share one anonymous tenant"
+from proxy.server.auth import KEYLESS_DELETE
 
 
 async def delete_conversation(request: web.Request) -> web.Response:

@@ -17,18 +17,18 @@ from compaction.tokens import TokenCounter
 from compaction.types import Message
 from config.errors import ModelNotFoundError
 from proxy import appkeys
+from proxy.server import ownership
+from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
     SSE_HEADERS,
     Turn,
-    bearer_key,
     ctxproxy_headers,
     finish_turn,
     observe_timing,
     prepare_turn,
     relay_reply,
     relay_stream,
-    tenant_of,
     timed_call,
 )
 from proxy.server.middleware import PREPARED_RESPONSE
@@ -41,6 +41,7 @@ from proxy.wire import anthropic_translate as translate
 async def messages(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request, resend_scope=tenant_of(request))
+    await ownership.require_references(request, body)
     chat_body: dict[str, Any] = {"model": body.get("model"), "messages": wire.to_messages(body),
                                  "tools": translate.chat_tools(body.get("tools")),
                                  "stream": body.get("stream") is True}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
@@ -11,8 +12,8 @@ from aiohttp import web
 from config.errors import ModelNotFoundError, StoreError
 from config.settings import OPENAI_API_BASE, ModelEntry, Settings
 from proxy import appkeys
-from proxy.server.chat import bearer_key
-from proxy.server.passthrough import forward_routed, forward_to
+from proxy.server.auth import bearer_key
+from proxy.server.passthrough import client_tail, forward_routed, forward_to
 from proxy.server.warmup import WARMUP
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -74,14 +75,14 @@ async def retrieve_model(request: web.Request) -> web.StreamResponse:
     if not entry.model_name.endswith("*") or not entry.litellm_params.uses_openai_wire:
         return web.json_response(model_object(model_id, entry.litellm_params.provider or "openai"))
     params = entry.resolved_params(model_id)
-    return await forward_to(request, params, f"models/{params.upstream_model}", None,
+    return await forward_to(request, params, "models/" + quote(params.upstream_model, safe="/"), None,
                             body_rewritten=False)
 
 
 async def delete_model(request: web.Request) -> web.StreamResponse:
     """DELETE /v1/models/{id} (a fine-tuned model): forwarded to the entry serving that name."""
     model_id = request.match_info["model_id"]
-    return await forward_routed(request, f"models/{model_id}", None, model_id)
+    return await forward_routed(request, client_tail(request), None, model_id)
 
 
 async def healthz(_request: web.Request) -> web.Response:

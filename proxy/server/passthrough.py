@@ -3,6 +3,9 @@
 The body's `model` picks the entry when the body is JSON and names one; otherwise the first entry
 speaking OpenAI's wire format serves the path. Bodies are streamed both ways; only a model alias is
 rewritten to the provider's name. No compaction happens here: these APIs carry no conversation.
+The path is appended to the entry's api_base still encoded and never leaves it
+(proxy/upstream/paths.py); through an operator-keyed entry, provider objects are the creating
+tenant's own (proxy/server/ownership.py).
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from aiohttp import web
 from config.errors import InvalidRequestError, MethodNotAllowedError, ModelNotFoundError, NotFoundError
 from config.settings import LiteLLMParams, ModelEntry, Settings
 from proxy import appkeys
+from proxy.server import ownership
+from proxy.server.auth import bearer_key
 from proxy.server.body import read_json_object
-from proxy.server.chat import bearer_key
 from proxy.server.middleware import PREPARED_RESPONSE, SERVED_PATHS
-from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, upstream_url
+from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, relay_whole, upstream_url
+from proxy.upstream.paths import raw_tail
 from proxy.upstream.wire import compact_json
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -28,7 +33,12 @@ async def forward(request: web.Request) -> web.StreamResponse:
     """Forward `/v1/{tail}` to the routed entry's upstream and stream its answer back."""
     await refuse_wrong_method(request)
     body, model = await _body_and_model(request)
-    return await forward_routed(request, request.match_info["tail"], body, model)
+    return await forward_routed(request, client_tail(request), body, model)
+
+
+def client_tail(request: web.Request) -> str:
+    """The path after `/v1/` exactly as the client encoded it (never the decoded match)."""
+    return raw_tail(request.rel_url.raw_path, 1)
 
 
 async def forward_routed(request: web.Request, tail: str, body: Body,
@@ -44,17 +54,28 @@ async def forward_routed(request: web.Request, tail: str, body: Body,
 
 async def forward_to(request: web.Request, params: LiteLLMParams, tail: str, body: Body, *,
                      body_rewritten: bool) -> web.StreamResponse:
-    """Relay one request to `params`' upstream at `{api_base}/{tail}` (shared with /v1/models/{id})."""
+    """Relay one request to `params`' upstream at `{api_base}/{tail}` (shared with /v1/models/{id});
+    `tail` is still percent-encoded and must stay under api_base's path (else 400)."""
+    shown = f"{request.method} {request.rel_url.raw_path}"
+    url = upstream_url(params, tail, request.rel_url.raw_query_string, shown)
     headers = outgoing_headers(request.headers, params, body_rewritten=body_rewritten,
                                client_key=bearer_key(request))
-    out = Forwarded(request.method, upstream_url(params, tail, request.query_string), headers, body)
+    owned = await ownership.guard(request, params, tail, body)
+    out = Forwarded(request.method, url, headers, body)
+    session, operator_key = request.app[appkeys.SESSION], params.api_key is not None
+    if owned is not None and owned.buffers:
+        whole, status = await relay_whole(session, out, operator_key=operator_key, rewrite=owned.answered)
+        request[appkeys.RECORD].upstream_status = status
+        return whole
 
     def started(response: web.StreamResponse) -> None:
         request[PREPARED_RESPONSE] = response
 
-    response, status = await relay(request.app[appkeys.SESSION], out, request,
-                                   operator_key=params.api_key is not None, started=started)
+    response, status = await relay(session, out, request, operator_key=operator_key, started=started,
+                                   tap=owned.tap if owned is not None else None)
     request[appkeys.RECORD].upstream_status = status
+    if owned is not None:
+        await owned.finished(status)
     return response
 
 

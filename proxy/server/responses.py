@@ -18,6 +18,7 @@ from compaction.types import Message
 from proxy import appkeys
 from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
+from proxy.server import ownership
 from proxy.server.body import read_json_object
 from proxy.server.chat import (
     Turn,
@@ -40,6 +41,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     if not _compactable(request, body):
         name = model if isinstance(model, str) and model else None
         return await forward_routed(request, "responses", await request.read(), name)
+    await ownership.require_references(request, body)
     messages = wire.to_messages(wire.input_items(body), body.get("instructions"))
     tools = body.get("tools") or []
     chat_body: dict[str, Any] = {"model": model, "messages": messages, "stream": body.get("stream") is True,
@@ -90,7 +92,15 @@ def _reply_message(t: Turn, response: dict[str, Any]) -> Message | None:
 
 
 async def _complete(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
-    return await relay_reply(t, _call(t, upstream), lambda turn, reply: _reply_message(turn, reply.data))
+    return await relay_reply(t, _call_recorded(t, upstream),
+                             lambda turn, reply: _reply_message(turn, reply.data))
+
+
+async def _call_recorded(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
+    """The reply, its response noted as the caller's when the operator's key created it."""
+    reply = await _call(t, upstream)
+    await ownership.record_created(t.request, t.params, "response", reply.data)
+    return reply
 
 
 async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
@@ -116,6 +126,7 @@ async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
 
 
 async def _finish_stream(t: Turn, outcome: responses_sse.ResponsesOutcome) -> None:
+    await ownership.record_created(t.request, t.params, "response", outcome.response)
     if outcome.complete and outcome.response is not None:
         # A failure to store is logged by relay_stream (the client has its reply).
         await finish_turn(t, _reply_message(t, outcome.response))

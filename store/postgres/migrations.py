@@ -160,6 +160,13 @@ CREATE INDEX messages_tenant_created ON messages (tenant_id, created_at);
 """
 
 
+_PROVIDER_OBJECTS = """
+CREATE TABLE provider_objects (
+    tenant_id TEXT NOT NULL, object_id TEXT NOT NULL, kind TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant_id, object_id));
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -180,6 +187,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _summary_keys_with_content),
     Migration(8, "search indexes scoped by tenant, conversation and role; query words folded once",
               _SEARCH_SCOPE),
+    Migration(9, "provider objects owned by the tenant that created them through an operator key",
+              _PROVIDER_OBJECTS),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 

@@ -1,4 +1,4 @@
-"""Keyless callers: server.require_client_key for chat, and recall refused to the anonymous tenant."""
+"""Keyless callers: server.require_client_key, and recall refused to the anonymous tenant."""
 
 from __future__ import annotations
 
