@@ -16,25 +16,43 @@ from aiohttp import web
 
 from config.errors import InvalidRequestError, PayloadTooLargeError
 from proxy import appkeys
+from proxy.error_mapping import to_ctxproxy_error
 
 MAX_JSON_DEPTH = 128  # objects/arrays inside each other; a 30-level tool schema is 64 of them
 # A `\uD800`-`\uDFFF` escape: the only way a parsed JSON string can hold a surrogate code point.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _HUGE = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
+# Set when the body could not be read to its end: the answer closes the connection.
+CLOSE_CONNECTION = web.RequestKey("close_connection", bool)
 
 
 async def read_json_object(request: web.Request, *, resend_scope: str | None = None) -> dict[str, Any]:
     """The request body as a JSON object; 413 over the limit, 400 when malformed. `resend_scope`
     (the tenant): the body may resend one held for that scope, and only what it adds is parsed
     (proxy/server/resent_body.py)."""
+    raw = await read_body(request)
+    # Parsed on the loop: json's C decoder holds the GIL, so a worker thread would not free the loop
+    # (measured: 14 MB of small objects held it 256 ms inline, 303 ms from a thread).
+    body = request[appkeys.PARSED_BODY] = _parsed(request, raw, resend_scope)
+    return body
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The raw (decoded) body, the one way every route reads one: 413 over the limit, 400 when it
+    does not decode (a `Content-Encoding` it does not have) or ends early, 408 when it arrives too
+    slowly. After a 400 or 408 the connection is closed: its framing can no longer be trusted."""
     limit = request.app[appkeys.SETTINGS].server.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
                                    f"limit of {limit} bytes")
-    # Parsed on the loop: json's C decoder holds the GIL, so a worker thread would not free the loop
-    # (measured: 14 MB of small objects held it 256 ms inline, 303 ms from a thread).
-    body = request[appkeys.PARSED_BODY] = _parsed(request, await request.read(), resend_scope)
-    return body
+    try:
+        return await request.read()
+    except Exception as exc:
+        mapped = to_ctxproxy_error(exc)
+        if mapped is None:
+            raise
+        request[CLOSE_CONNECTION] = True
+        raise mapped from None
 
 
 def _parsed(request: web.Request, raw: bytes, resend_scope: str | None) -> dict[str, Any]:
