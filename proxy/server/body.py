@@ -7,6 +7,7 @@ walk (JSON nested deeper than any real request).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from config.errors import InvalidRequestError, PayloadTooLargeError
+from config.errors import InvalidRequestError, PayloadTooLargeError, RequestTimeoutError
+from config.settings import ServerSettings
 from proxy import appkeys
 from proxy.error_mapping import to_ctxproxy_error
 
@@ -24,6 +26,7 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _HUGE = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
 # Set when the body could not be read to its end: the answer closes the connection.
 CLOSE_CONNECTION = web.RequestKey("close_connection", bool)
+RAW_BODY = web.RequestKey("raw_body", bytes)  # read once, by read_body
 
 
 async def read_json_object(request: web.Request, *, resend_scope: str | None = None) -> dict[str, Any]:
@@ -41,18 +44,46 @@ async def read_body(request: web.Request) -> bytes:
     """The raw (decoded) body, the one way every route reads one: 413 over the limit, 400 when it
     does not decode (a `Content-Encoding` it does not have) or ends early, 408 when it arrives too
     slowly. After a 400 or 408 the connection is closed: its framing can no longer be trusted."""
-    limit = request.app[appkeys.SETTINGS].server.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
+    held = request.get(RAW_BODY)
+    if held is not None:
+        return held
+    server = request.app[appkeys.SETTINGS].server
+    if request.content_length is not None and request.content_length > server.max_body_bytes:
         raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
-                                   f"limit of {limit} bytes")
+                                   f"limit of {server.max_body_bytes} bytes")
     try:
-        return await request.read()
+        raw = request[RAW_BODY] = await _read_in_time(request, server)
     except Exception as exc:
         mapped = to_ctxproxy_error(exc)
         if mapped is None:
             raise
         request[CLOSE_CONNECTION] = True
         raise mapped from None
+    return raw
+
+
+async def _read_in_time(request: web.Request, server: ServerSettings) -> bytes:
+    """The body, each part within body_timeout_s and the whole within body_timeout_s plus its size
+    at min_body_bytes_per_s: a client trickling bytes, or sending less than its Content-Length,
+    gets a 408 instead of holding the request open."""
+    loop = asyncio.get_running_loop()
+    started, parts, size = loop.time(), [], 0
+    while True:
+        expected = max(size, request.content_length or 0)
+        deadline = started + server.body_timeout_s + expected / server.min_body_bytes_per_s
+        wait = min(server.body_timeout_s, deadline - loop.time())
+        try:
+            async with asyncio.timeout(max(wait, 0.0)):
+                chunk = await request.content.readany()
+        except TimeoutError:
+            raise RequestTimeoutError(f"the request body did not arrive in time ({size} bytes in "
+                                      f"{loop.time() - started:.1f} s)") from None
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > server.max_body_bytes:
+            raise PayloadTooLargeError(f"request body exceeds the limit of {server.max_body_bytes} bytes")
+        parts.append(chunk)
 
 
 def _parsed(request: web.Request, raw: bytes, resend_scope: str | None) -> dict[str, Any]:

@@ -126,12 +126,17 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     request[appkeys.RECORD] = record
     started = time.perf_counter()
     status = CLIENT_CLOSED
+    connections = request.app.get(appkeys.CONNECTIONS)
+    if connections is not None:
+        connections.head_received(request.protocol)
     try:
         response = await handler(request)
         status = response.status
         await send_unsent(request, response)
         return response
     finally:
+        if connections is not None:
+            connections.request_done(request.protocol)
         record.status = record.status or status
         record.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         _emit(request, record)
