@@ -44,9 +44,8 @@ async def read_body(request: web.Request) -> bytes:
     """The raw (decoded) body, the one way every route reads one: 413 over the limit, 400 when it
     does not decode (a `Content-Encoding` it does not have) or ends early, 408 when it arrives too
     slowly. After a 400 or 408 the connection is closed: its framing can no longer be trusted."""
-    held = request.get(RAW_BODY)
-    if held is not None:
-        return held
+    if RAW_BODY in request:
+        return request[RAW_BODY]
     server = request.app[appkeys.SETTINGS].server
     if request.content_length is not None and request.content_length > server.max_body_bytes:
         raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
@@ -67,7 +66,8 @@ async def _read_in_time(request: web.Request, server: ServerSettings) -> bytes:
     at min_body_bytes_per_s: a client trickling bytes, or sending less than its Content-Length,
     gets a 408 instead of holding the request open."""
     loop = asyncio.get_running_loop()
-    started, parts, size = loop.time(), [], 0
+    started, size = loop.time(), 0
+    parts: list[bytes] = []
     while True:
         expected = max(size, request.content_length or 0)
         deadline = started + server.body_timeout_s + expected / server.min_body_bytes_per_s

@@ -19,7 +19,6 @@ from compaction import recall
 from compaction.types import ChatTurn, Credentials, PreparedRequest
 from config.errors import (
     AuthenticationError,
-    CtxProxyError,
     InvalidRequestError,
     ModelNotFoundError,
     StoreUnwritableError,
@@ -28,9 +27,9 @@ from config.errors import (
 from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys
 from proxy.engine_host import Preparing
+from proxy.error_mapping import to_ctxproxy_error
 from proxy.recall import transport
 from proxy.server.body import read_json_object
-from proxy.error_mapping import to_ctxproxy_error
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE, note_unwritable
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP

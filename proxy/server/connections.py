@@ -108,7 +108,9 @@ class GuardedConnection(asyncio.Protocol):
         self.handler.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return None if self.closing else self.handler.eof_received()
+        if not self.closing:
+            self.handler.eof_received()
+        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

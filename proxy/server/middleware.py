@@ -114,7 +114,7 @@ def _failed(request: web.Request, error: CtxProxyError) -> web.StreamResponse:
 def note_unwritable(app: web.Application, error: StoreUnwritableError, **fields: Any) -> None:
     """A full or read-only store: counted, shown by /readyz, and one warning line (no traceback:
     the cause is known and the message says what to do)."""
-    app[appkeys.METRICS].store_refused_write(error.code.removeprefix("store_"))
+    app[appkeys.METRICS].store_refused_write((error.code or "").removeprefix("store_"))
     app[appkeys.STORE_HEALTH].failed(error)
     app[appkeys.LOGGER].warning("store_unwritable", error_code=error.code, message=error.message,
                                 **fields)

@@ -22,8 +22,8 @@ from aiohttp import web
 from proxy import appkeys
 from proxy.error_mapping import http_failure
 from proxy.server.connections import ConnectionGuard, head_path
-from proxy.wire.anthropic_errors import anthropic_error_body, is_anthropic_route
 from proxy.server.warmup import freeze_after_warmup
+from proxy.wire.anthropic_errors import anthropic_error_body, is_anthropic_route
 
 KEEPALIVE_S = 75.0  # web.run_app's defaults
 LINGERING_S = 10.0  # aiohttp's: an unread body is read and dropped this long before closing

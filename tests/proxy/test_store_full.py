@@ -47,7 +47,8 @@ async def cap_pages(server: TestServer, pages: int | None) -> None:
 
 async def get_json(http: aiohttp.ClientSession, url: Any) -> tuple[int, Any]:
     async with http.get(url) as resp:
-        return resp.status, await resp.json() if resp.content_type == "application/json" else await resp.text()
+        json_body = resp.content_type == "application/json"
+        return resp.status, await resp.json() if json_body else await resp.text()
 
 
 async def test_a_full_store_is_a_507_naming_it_and_recovers_when_space_is_freed(
