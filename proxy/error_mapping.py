@@ -1,8 +1,9 @@
-"""The one place foreign exceptions (aiohttp, asyncio, json, litellm) become CtxProxyErrors.
+"""The one place foreign exceptions (aiohttp, asyncio, json, litellm, the store's sqlite3, psycopg
+and OS errors) become CtxProxyErrors.
 
-litellm is matched by class *name* along the MRO, so this module never imports litellm (only
-compaction/llm.py may). Every class litellm.exceptions exports has an explicit row in
-LITELLM_RULES; tests/proxy/test_error_mapping.py keeps the table complete.
+litellm is matched by class *name* along the MRO, and psycopg by its SQLSTATE, so this module never
+imports either (only compaction/llm.py may import litellm). Every class litellm.exceptions exports
+has an explicit row in LITELLM_RULES; tests/proxy/test_error_mapping.py keeps the table complete.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Reading a JSON request body safely: size limit, nesting depth, lone surrogates.
+"""Reading a request body safely: read deadlines, Content-Encoding, size limit, nesting depth, lone
+surrogates.
 
-Every way a body can be bad ends here as a 400 or 413 in OpenAI's error shape, so no handler sees a
-value that would later crash the store (a lone surrogate cannot be UTF-8 encoded) or a recursive
-walk (JSON nested deeper than any real request).
+Every way a body can be bad ends here as a 400, 408 or 413 in the route's error shape, so no handler
+waits on a trickling client or sees a value that would later crash the store (a lone surrogate
+cannot be UTF-8 encoded) or a recursive walk (JSON nested deeper than any real request).
 """
 
 from __future__ import annotations
