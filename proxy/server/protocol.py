@@ -40,8 +40,8 @@ class OpenAIErrorHandler(web.RequestHandler):
         """aiohttp's logging and checks (it raises when a response already started), our body."""
         super().handle_error(request, status, exc, message)
         error = http_failure(status, exc)
-        path = head_path(self.transport)
-        anthropic = path is not None and is_anthropic_route(path.split("?")[0])
+        path = head_path(self.transport) or request.path  # the parser's errors have no request path
+        anthropic = is_anthropic_route(path.split("?")[0])
         body = anthropic_error_body(error, status) if anthropic else error.to_body()
         resp = web.json_response(body, status=status)
         resp.force_close()  # as aiohttp does: the connection's framing cannot be trusted any more

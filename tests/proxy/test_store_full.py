@@ -77,6 +77,9 @@ async def test_a_full_store_is_a_507_naming_it_and_recovers_when_space_is_freed(
                 assert resp.status == 200, await resp.text()
         _, ready = await get_json(http, server.make_url("/readyz"))
         assert ready["store"] == {"writable": True}
+    conn = server.app[appkeys.STORE].conn  # type: ignore[attr-defined]  # SQLite's (cap_pages checked)
+    checked = await server.app[appkeys.HOST].run(lambda: conn.execute("PRAGMA integrity_check").fetchone())
+    assert checked == ("ok",)  # nothing corrupted
     lines = [json.loads(line) for line in logs.getvalue().splitlines()]
     warnings = [e for e in lines if e["event"] == "store_unwritable"]
     assert len(warnings) == 3 and all(e["level"] == "warning" for e in warnings)
