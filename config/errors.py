@@ -165,6 +165,20 @@ class StoreError(CtxProxyError):
     default_code = "store_unavailable"
 
 
+class StoreUnwritableError(StoreError):
+    """The store cannot take writes: its disk is full or it is read-only (507); reads still work."""
+
+    status = 507
+    default_code = "store_full"
+
+
+class RequestTimeoutError(InvalidRequestError):
+    """The client sent its request head or body too slowly (408); the connection is closed."""
+
+    status = 408
+    default_code = "request_timeout"
+
+
 class NotReadyError(CtxProxyError):
     """The proxy is still warming up (heavy imports, tokenizers) and not ready to serve (503)."""
 

@@ -197,6 +197,10 @@ class ServerSettings:
     log_level: str = "info"
     log_format: str = "json"  # json | console
     malloc_trim_s: float = 10.0  # free heap pages given back to the OS this often (glibc); 0: never
+    header_timeout_s: float = 10.0  # a request's head must arrive within this (else 408, closed)
+    body_timeout_s: float = 30.0  # longest wait for the next part of a body (else 408, closed)
+    min_body_bytes_per_s: int = 1_024  # a body may take body_timeout_s plus its size at this rate
+    max_connections: int = 1_024  # open client connections; more are answered 503 and closed
 
 
 @dataclass(frozen=True)

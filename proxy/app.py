@@ -31,6 +31,7 @@ from proxy.server.auth import client_key_middleware
 from proxy.server.lifecycle import setup_lifecycle_routes
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.resent_body import ResentBodies
+from proxy.server.store_health import StoreHealth
 from proxy.server.warmup import warmup_ctx
 from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
@@ -99,6 +100,7 @@ def _observability(settings: Settings, stream: Any) -> Callable[[web.Application
                                        caches=lambda: cache_fill(app.get(appkeys.STORE)))
         app[appkeys.WINDOWS] = WindowResolver(settings)
         app[appkeys.RESENT_BODIES] = ResentBodies()
+        app[appkeys.STORE_HEALTH] = StoreHealth()
         yield
 
     return ctx

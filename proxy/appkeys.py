@@ -15,7 +15,9 @@ from proxy.engine_host import EngineHost
 from proxy.engine_host import HostedEngine as EngineAPI
 from proxy.observability.logging import RequestRecord
 from proxy.observability.metrics import Metrics
+from proxy.server.connections import ConnectionGuard
 from proxy.server.resent_body import ResentBodies
+from proxy.server.store_health import StoreHealth
 from proxy.server.windows import WindowResolver
 from proxy.upstream.openai import UpstreamRouter
 from store.interface import StoreBackend
@@ -30,6 +32,8 @@ HOST = web.AppKey("engine_host", EngineHost)
 UPSTREAMS = web.AppKey("upstreams", UpstreamRouter)
 WINDOWS = web.AppKey("context_windows", WindowResolver)
 RESENT_BODIES = web.AppKey("resent_bodies", ResentBodies)  # a resend's new part alone is parsed
+CONNECTIONS = web.AppKey("connections", ConnectionGuard)  # set when served by proxy/server/protocol.py
+STORE_HEALTH = web.AppKey("store_health", StoreHealth)  # a full or read-only store, for /readyz
 
 RECORD = web.RequestKey("request_record", RequestRecord)
 # The parsed JSON body, held by the request so its objects are freed with it, after the answer is

@@ -1,13 +1,16 @@
-"""The one place foreign exceptions (aiohttp, asyncio, json, litellm) become CtxProxyErrors.
+"""The one place foreign exceptions (aiohttp, asyncio, json, litellm, the store's sqlite3, psycopg
+and OS errors) become CtxProxyErrors.
 
-litellm is matched by class *name* along the MRO, so this module never imports litellm (only
-compaction/llm.py may). Every class litellm.exceptions exports has an explicit row in
-LITELLM_RULES; tests/proxy/test_error_mapping.py keeps the table complete.
+litellm is matched by class *name* along the MRO, and psycopg by its SQLSTATE, so this module never
+imports either (only compaction/llm.py may import litellm). Every class litellm.exceptions exports
+has an explicit row in LITELLM_RULES; tests/proxy/test_error_mapping.py keeps the table complete.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,12 +18,15 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from config.errors import (
     CtxProxyError,
     InvalidRequestError,
     PayloadTooLargeError,
+    StoreError,
+    StoreUnwritableError,
     UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeoutError,
@@ -29,6 +35,14 @@ from config.settings import LiteLLMParams
 
 INTERNAL_MESSAGE = "internal error in ctxproxy; see the proxy log for details"
 CREDENTIALS_REJECTED = "the upstream rejected the proxy's configured credentials"
+STORE_FULL = ("the store's disk is full: ctxproxy cannot record this conversation; free space on "
+              "the store's volume (requests succeed again at once)")
+STORE_READ_ONLY = ("the store is read-only: ctxproxy cannot record this conversation; make the store "
+                   "writable (requests succeed again at once)")
+SQLITE_FULL, SQLITE_READONLY = 13, 8  # primary result codes (the low byte of extended ones)
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+PG_FULL_SQLSTATES = frozenset({"53100"})  # disk_full
+PG_READ_ONLY_SQLSTATES = frozenset({"25006"})  # read_only_sql_transaction
 
 
 @dataclass(frozen=True)
@@ -85,12 +99,49 @@ LITELLM_RULES: dict[str, LiteLLMRule] = {
 
 def to_ctxproxy_error(exc: BaseException) -> CtxProxyError | None:
     """The CtxProxyError for `exc`, or None when it is unexpected (an internal bug: 500)."""
+    storage = storage_failure(exc)
+    if storage is not None:
+        return storage
     if isinstance(exc, CtxProxyError):
         return exc
     rule = litellm_rule(type(exc))
     if rule is not None:
         return _from_litellm(exc, rule)
     return _from_transport(exc)
+
+
+def storage_failure(exc: BaseException) -> StoreUnwritableError | None:
+    """A 507 when `exc` (or what a StoreError wraps) is a full disk or a read-only store: SQLite's
+    SQLITE_FULL or SQLITE_READONLY, ENOSPC/EDQUOT/EROFS, psycopg's DiskFull or read-only
+    transaction; None for anything else."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, StoreUnwritableError):
+            return seen
+        kind = _storage_kind(seen)
+        if kind is not None:
+            return StoreUnwritableError(STORE_FULL if kind == "full" else STORE_READ_ONLY,
+                                        code=f"store_{kind}")
+        seen = seen.__cause__ if isinstance(seen, StoreError) else None
+    return None
+
+
+def _storage_kind(exc: BaseException) -> str | None:
+    """"full", "read_only" or None for one exception (psycopg matched by sqlstate, not imported)."""
+    if isinstance(exc, sqlite3.Error):
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        text = str(exc)
+        if code == SQLITE_FULL or "database or disk is full" in text:
+            return "full"
+        if code == SQLITE_READONLY or "readonly database" in text:
+            return "read_only"
+        return None
+    if isinstance(exc, OSError):
+        return "full" if exc.errno in FULL_ERRNOS else "read_only" if exc.errno == errno.EROFS else None
+    sqlstate = getattr(exc, "sqlstate", None) if type(exc).__module__.startswith("psycopg") else None
+    if sqlstate in PG_FULL_SQLSTATES:
+        return "full"
+    return "read_only" if sqlstate in PG_READ_ONLY_SQLSTATES else None
 
 
 def internal_error() -> CtxProxyError:
@@ -182,6 +233,19 @@ def _from_transport(exc: BaseException) -> CtxProxyError | None:
         return UpstreamError("the upstream provider closed the connection mid-response")
     if isinstance(exc, aiohttp.ClientError):
         return UpstreamError(f"upstream request failed: {type(exc).__name__}")
+    if isinstance(exc, RequestPayloadError):
+        return _bad_payload(exc)
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return PayloadTooLargeError("request body is larger than server.max_body_bytes")
     return None
+
+
+def _bad_payload(exc: RequestPayloadError) -> CtxProxyError:
+    """A request body aiohttp could not read: not in its Content-Encoding, or cut short (400)."""
+    cause = exc.__cause__
+    if isinstance(cause, ContentEncodingError):
+        return InvalidRequestError("the request body is not valid for its Content-Encoding header "
+                                   f"({cause.message.split(':')[-1].strip()})",
+                                   param="Content-Encoding", code="invalid_content_encoding")
+    reason = cause.message if isinstance(cause, HttpProcessingError) else type(cause).__name__
+    return InvalidRequestError(f"the request body could not be read: {reason}", code="invalid_body")

@@ -38,6 +38,7 @@ METRIC_NAMES = (
     "ctxproxy_early_forwards_total",
     "ctxproxy_early_forward_mismatches_total",
     "ctxproxy_resent_body_parses_total",
+    "ctxproxy_store_unwritable_total",
     "ctxproxy_store_size_bytes",
     "ctxproxy_event_loop_lag_seconds",
     "ctxproxy_cache_bytes",
@@ -125,6 +126,9 @@ class Metrics:
                                  "Forwarded requests with a previous one to compare against", reg)
         self.reply_store_failures = _c("ctxproxy_reply_store_failures_total",
                                        "Replies relayed to the client that could not be stored", reg)
+        self.store_unwritable = _c("ctxproxy_store_unwritable_total",
+                                   "Store writes refused by a full disk or a read-only store "
+                                   "(reason: full or read_only)", reg, ("reason",))
         self.early_forwards = _c("ctxproxy_early_forwards_total",
                                  "Requests forwarded before their bookkeeping (passthrough resends)", reg)
         self.early_mismatches = _c("ctxproxy_early_forward_mismatches_total",
@@ -205,6 +209,10 @@ class Metrics:
     def reply_store_failed(self) -> None:
         """A reply the client got but the store did not (it is ingested from the next request)."""
         self.reply_store_failures.inc()
+
+    def store_refused_write(self, reason: str) -> None:
+        """A store write refused: `full` (no space left) or `read_only`."""
+        self.store_unwritable.labels(reason=reason).inc()
 
     def render(self) -> bytes:
         """Prometheus text exposition of this registry."""

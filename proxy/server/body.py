@@ -1,12 +1,14 @@
-"""Reading a JSON request body safely: size limit, nesting depth, lone surrogates.
+"""Reading a request body safely: read deadlines, Content-Encoding, size limit, nesting depth, lone
+surrogates.
 
-Every way a body can be bad ends here as a 400 or 413 in OpenAI's error shape, so no handler sees a
-value that would later crash the store (a lone surrogate cannot be UTF-8 encoded) or a recursive
-walk (JSON nested deeper than any real request).
+Every way a body can be bad ends here as a 400, 408 or 413 in the route's error shape, so no handler
+waits on a trickling client or sees a value that would later crash the store (a lone surrogate
+cannot be UTF-8 encoded) or a recursive walk (JSON nested deeper than any real request).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -14,27 +16,75 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from config.errors import InvalidRequestError, PayloadTooLargeError
+from config.errors import InvalidRequestError, PayloadTooLargeError, RequestTimeoutError
+from config.settings import ServerSettings
 from proxy import appkeys
+from proxy.error_mapping import to_ctxproxy_error
 
 MAX_JSON_DEPTH = 128  # objects/arrays inside each other; a 30-level tool schema is 64 of them
 # A `\uD800`-`\uDFFF` escape: the only way a parsed JSON string can hold a surrogate code point.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _HUGE = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
+# Set when the body could not be read to its end: the answer closes the connection.
+CLOSE_CONNECTION = web.RequestKey("close_connection", bool)
+RAW_BODY = web.RequestKey("raw_body", bytes)  # read once, by read_body
 
 
 async def read_json_object(request: web.Request, *, resend_scope: str | None = None) -> dict[str, Any]:
     """The request body as a JSON object; 413 over the limit, 400 when malformed. `resend_scope`
     (the tenant): the body may resend one held for that scope, and only what it adds is parsed
     (proxy/server/resent_body.py)."""
-    limit = request.app[appkeys.SETTINGS].server.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
-                                   f"limit of {limit} bytes")
+    raw = await read_body(request)
     # Parsed on the loop: json's C decoder holds the GIL, so a worker thread would not free the loop
     # (measured: 14 MB of small objects held it 256 ms inline, 303 ms from a thread).
-    body = request[appkeys.PARSED_BODY] = _parsed(request, await request.read(), resend_scope)
+    body = request[appkeys.PARSED_BODY] = _parsed(request, raw, resend_scope)
     return body
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The raw (decoded) body, the one way every route reads one: 413 over the limit, 400 when it
+    does not decode (a `Content-Encoding` it does not have) or ends early, 408 when it arrives too
+    slowly. After a 400 or 408 the connection is closed: its framing can no longer be trusted."""
+    if RAW_BODY in request:
+        return request[RAW_BODY]
+    server = request.app[appkeys.SETTINGS].server
+    if request.content_length is not None and request.content_length > server.max_body_bytes:
+        raise PayloadTooLargeError(f"request body of {request.content_length} bytes exceeds the "
+                                   f"limit of {server.max_body_bytes} bytes")
+    try:
+        raw = request[RAW_BODY] = await _read_in_time(request, server)
+    except Exception as exc:
+        mapped = to_ctxproxy_error(exc)
+        if mapped is None:
+            raise
+        request[CLOSE_CONNECTION] = True
+        raise mapped from None
+    return raw
+
+
+async def _read_in_time(request: web.Request, server: ServerSettings) -> bytes:
+    """The body, each part within body_timeout_s and the whole within body_timeout_s plus its size
+    at min_body_bytes_per_s: a client trickling bytes, or sending less than its Content-Length,
+    gets a 408 instead of holding the request open."""
+    loop = asyncio.get_running_loop()
+    started, size = loop.time(), 0
+    parts: list[bytes] = []
+    while True:
+        expected = max(size, request.content_length or 0)
+        deadline = started + server.body_timeout_s + expected / server.min_body_bytes_per_s
+        wait = min(server.body_timeout_s, deadline - loop.time())
+        try:
+            async with asyncio.timeout(max(wait, 0.0)):
+                chunk = await request.content.readany()
+        except TimeoutError:
+            raise RequestTimeoutError(f"the request body did not arrive in time ({size} bytes in "
+                                      f"{loop.time() - started:.1f} s)") from None
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > server.max_body_bytes:
+            raise PayloadTooLargeError(f"request body exceeds the limit of {server.max_body_bytes} bytes")
+        parts.append(chunk)
 
 
 def _parsed(request: web.Request, raw: bytes, resend_scope: str | None) -> dict[str, Any]:

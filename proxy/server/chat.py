@@ -18,19 +18,20 @@ from aiohttp import web
 from compaction import recall
 from compaction.types import ChatTurn, Credentials, Message, PreparedRequest
 from config.errors import (
-    CtxProxyError,
     InvalidRequestError,
     ModelNotFoundError,
+    StoreUnwritableError,
     UpstreamHTTPError,
 )
 from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, ServerSettings
 from proxy import appkeys
 from proxy.engine_host import Preparing
+from proxy.error_mapping import to_ctxproxy_error
 from proxy.recall import transport
 from proxy.server import ownership
 from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
-from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE
+from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE, note_unwritable
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream import sse
@@ -104,6 +105,7 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     if not recall_tools:
         turn = replace(turn, offer_recall=False)
     preparing = await app[appkeys.HOST].prepare(turn)  # off this loop
+    app[appkeys.STORE_HEALTH].wrote()  # the turn was recorded: the store takes writes
     prepared = preparing.request
     record.conversation_id = prepared.conversation_id
     record.tokens_received, record.tokens_forwarded = prepared.tokens_received, prepared.tokens_forwarded
@@ -277,8 +279,11 @@ async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay
         await response.prepare(t.request)
         t.request[PREPARED_RESPONSE] = response  # from here on, errors must not start a new response
         outcome = await relay(stream.events(), response.write)
+        upstream_s = time.perf_counter() - began
+        # Shielded: a client leaving right after the last event cancels this handler, not the write.
+        await asyncio.shield(_finish_logged(t, finish(t, outcome)))
     except ConnectionResetError:
-        # The client went away: the upstream request is dropped (finally) and nothing is stored.
+        # The client went away mid-stream: the upstream request is dropped (finally), nothing stored.
         record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"
         return response
     except asyncio.CancelledError:  # the same, under handler_cancellation
@@ -286,8 +291,6 @@ async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay
         raise
     finally:
         await stream.aclose()
-    upstream_s = time.perf_counter() - began
-    await _finish_logged(t, finish(t, outcome))
     observe_timing(t, upstream_s, header_overhead=True)
     await response.write_eof()
     return response
@@ -303,11 +306,16 @@ async def _finish_logged(t: Turn, finishing: Awaitable[None]) -> None:
 
 
 def log_store_failure(t: Turn, exc: BaseException | None) -> None:
-    """A reply the client has but the store does not: one log line and the failure counter."""
-    t.request.app[appkeys.METRICS].reply_store_failed()
-    t.request.app[appkeys.LOGGER].error(
+    """A reply the client has but the store does not: one log line and the failure counter (a full
+    or read-only store also counted and shown as such)."""
+    app = t.request.app
+    app[appkeys.METRICS].reply_store_failed()
+    mapped = to_ctxproxy_error(exc) if exc is not None else None
+    if isinstance(mapped, StoreUnwritableError):
+        note_unwritable(app, mapped, conversation_id=t.prepared.conversation_id)
+    app[appkeys.LOGGER].error(
         "reply_store_failed", conversation_id=t.prepared.conversation_id,
-        error=exc.message if isinstance(exc, CtxProxyError) else type(exc).__name__)
+        error=mapped.message if mapped is not None else type(exc).__name__)
 
 
 async def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:

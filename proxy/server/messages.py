@@ -32,6 +32,7 @@ from proxy.server.chat import (
     timed_call,
 )
 from proxy.server.middleware import PREPARED_RESPONSE
+from proxy.server.params import validate_messages_params
 from proxy.upstream import anthropic_sse
 from proxy.upstream.anthropic import AnthropicUpstream
 from proxy.wire import anthropic as wire
@@ -41,6 +42,7 @@ from proxy.wire import anthropic_translate as translate
 async def messages(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request, resend_scope=tenant_of(request))
+    validate_messages_params(body)
     await ownership.require_references(request, body)
     chat_body: dict[str, Any] = {"model": body.get("model"), "messages": wire.to_messages(body),
                                  "tools": translate.chat_tools(body.get("tools")),

@@ -91,14 +91,15 @@ async def healthz(_request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Readiness: the start-up warm-up is done and a real read through the store's API succeeds."""
+    """Readiness: the start-up warm-up is done and a real read through the store's API succeeds;
+    whether the store takes writes is shown (a full disk still serves reads and pass-through)."""
     request.app[WARMUP].check_ready()
     store = request.app[appkeys.STORE]
     try:
         await request.app[appkeys.HOST].run(lambda: store.for_tenant("anonymous").list_conversations(limit=1))
     except Exception as exc:
         raise StoreError(f"store is not reachable: {type(exc).__name__}") from exc
-    return web.json_response({"status": "ready"})
+    return web.json_response({"status": "ready", "store": request.app[appkeys.STORE_HEALTH].report()})
 
 
 async def metrics(request: web.Request) -> web.Response:

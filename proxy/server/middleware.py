@@ -20,11 +20,13 @@ from config.errors import (
     InvalidRequestError,
     MethodNotAllowedError,
     NotFoundError,
+    StoreUnwritableError,
     http_status,
 )
 from proxy import appkeys
 from proxy.error_mapping import internal_error, to_ctxproxy_error
 from proxy.observability.logging import RequestRecord
+from proxy.server.body import CLOSE_CONNECTION
 from proxy.wire.anthropic_errors import anthropic_error_body, is_anthropic_route
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
@@ -78,7 +80,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         check_headers(request)
         return await handler(request)
     except CtxProxyError as exc:
-        return _failed(request, exc)
+        return _failed(request, to_ctxproxy_error(exc) or exc)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -97,6 +99,8 @@ def _failed(request: web.Request, error: CtxProxyError) -> web.StreamResponse:
     record = request.get(appkeys.RECORD)
     if record is not None:
         record.error_code = error.code
+    if isinstance(error, StoreUnwritableError):
+        note_unwritable(request.app, error, path=request.path)
     started: web.StreamResponse | None = request.get(PREPARED_RESPONSE)
     if started is not None and started.prepared:
         # Headers are gone already: writing a second HTTP response into the body would corrupt
@@ -107,18 +111,32 @@ def _failed(request: web.Request, error: CtxProxyError) -> web.StreamResponse:
     return error_response(error, anthropic=is_anthropic_route(request.path))
 
 
+def note_unwritable(app: web.Application, error: StoreUnwritableError, **fields: Any) -> None:
+    """A full or read-only store: counted, shown by /readyz, and one warning line (no traceback:
+    the cause is known and the message says what to do)."""
+    app[appkeys.METRICS].store_refused_write((error.code or "").removeprefix("store_"))
+    app[appkeys.STORE_HEALTH].failed(error)
+    app[appkeys.LOGGER].warning("store_unwritable", error_code=error.code, message=error.message,
+                                **fields)
+
+
 @web.middleware
 async def observe_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     record = RequestRecord(method=request.method, path=request.path)
     request[appkeys.RECORD] = record
     started = time.perf_counter()
     status = CLIENT_CLOSED
+    connections = request.app.get(appkeys.CONNECTIONS)
+    if connections is not None:
+        connections.head_received(request.protocol)
     try:
         response = await handler(request)
         status = response.status
         await send_unsent(request, response)
         return response
     finally:
+        if connections is not None:
+            connections.request_done(request.protocol)
         record.status = record.status or status
         record.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         _emit(request, record)
@@ -130,11 +148,16 @@ async def send_unsent(request: web.Request, response: web.StreamResponse) -> Non
     as in aiohttp's own sending."""
     if response.prepared or type(response) is not web.Response:  # a file, say, sends itself
         return
+    closing = request.get(CLOSE_CONNECTION, False)
+    if closing:
+        response.force_close()
     try:
         await response.prepare(request)
         await response.write_eof()
     except ConnectionError:
         request[appkeys.RECORD].status = CLIENT_CLOSED
+    if closing and request.protocol is not None:
+        request.protocol.force_close()  # the unread rest of the body is never parsed as a request
 
 
 def _emit(request: web.Request, record: RequestRecord) -> None:

@@ -20,7 +20,7 @@ from config.settings import LiteLLMParams, ModelEntry, Settings
 from proxy import appkeys
 from proxy.server import ownership
 from proxy.server.auth import bearer_key
-from proxy.server.body import read_json_object
+from proxy.server.body import read_body, read_json_object
 from proxy.server.middleware import PREPARED_RESPONSE, SERVED_PATHS
 from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, relay_whole, upstream_url
 from proxy.upstream.paths import raw_tail
@@ -97,7 +97,7 @@ async def _body_and_model(request: web.Request) -> tuple[Body, str | None]:
         return None, None
     if request.content_type != "application/json":
         return request.content.iter_any(), None
-    raw_body = await request.read()
+    raw_body = await read_body(request)
     try:
         model = (await read_json_object(request)).get("model")
     except InvalidRequestError:

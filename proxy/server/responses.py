@@ -19,7 +19,7 @@ from proxy import appkeys
 from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
 from proxy.server import ownership
-from proxy.server.body import read_json_object
+from proxy.server.body import read_body, read_json_object
 from proxy.server.chat import (
     Turn,
     finish_turn,
@@ -27,6 +27,7 @@ from proxy.server.chat import (
     relay_reply,
     relay_stream,
 )
+from proxy.server.params import RESPONSES_PARAMS, validate_params
 from proxy.server.passthrough import forward_routed
 from proxy.upstream import responses_sse
 from proxy.upstream.openai import OpenAIUpstream, UpstreamReply
@@ -37,10 +38,11 @@ from proxy.wire import responses as wire
 async def responses(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     body = await read_json_object(request)
+    validate_params(body, RESPONSES_PARAMS)
     model = body.get("model")
     if not _compactable(request, body):
         name = model if isinstance(model, str) and model else None
-        return await forward_routed(request, "responses", await request.read(), name)
+        return await forward_routed(request, "responses", await read_body(request), name)
     await ownership.require_references(request, body)
     messages = wire.to_messages(wire.input_items(body), body.get("instructions"))
     tools = body.get("tools") or []

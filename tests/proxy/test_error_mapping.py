@@ -94,3 +94,16 @@ def test_unknown_exceptions_are_not_mapped_and_internal_error_leaks_nothing() ->
     assert to_ctxproxy_error(KeyError("secret internals")) is None
     body = internal_error().to_body()["error"]
     assert body["code"] == "internal_error" and "secret" not in body["message"]
+
+
+def test_a_request_body_aiohttp_cannot_read_is_the_clients_400() -> None:
+    from aiohttp.http_exceptions import ContentEncodingError, ContentLengthError
+    from aiohttp.web_protocol import RequestPayloadError
+
+    causes = ((ContentEncodingError("Can not decode content-encoding: gzip"), "invalid_content_encoding"),
+              (ContentLengthError("Not enough data to satisfy content length header."), "invalid_body"))
+    for cause, code in causes:
+        exc = RequestPayloadError("cut")
+        exc.__cause__ = cause
+        mapped = to_ctxproxy_error(exc)
+        assert mapped is not None and http_status(mapped) == 400 and mapped.code == code
