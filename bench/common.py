@@ -65,7 +65,7 @@ def history(target_tokens: int, tag: str = "") -> list[dict[str, Any]]:
 
 @functools.lru_cache(maxsize=16)
 def _history(target_tokens: int, tag: str) -> tuple[dict[str, Any], ...]:
-    from compaction.tokens import TokenCounter
+    from compaction import TokenCounter
 
     counter = TokenCounter.for_model(MODEL)
     messages: list[dict[str, Any]] = [{"role": "system", "content": f"You are a build assistant.{tag}"}]

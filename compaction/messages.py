@@ -78,7 +78,7 @@ def validate_resent(raw: Any, keys: Sequence[bytes | None] | None = None, *, val
                     expected: Expected | None = None,
                     memo: ValidMessages = VALID) -> tuple[list[dict[str, Any]], Expected]:
     """`validate_messages`, where the first `valid` messages passed before as the leading messages of
-    a list (compaction/resend.py), and `expected` (when known) is the tool calls a result may answer
+    a list (compaction/resend/previous.py), and `expected` (when known) is the tool calls a result may answer
     after them; also returns that state after the last message (to resume from next time)."""
     if not isinstance(raw, list):
         raise _fail("messages", f"expected an array of message objects, got {_type_name(raw)}")

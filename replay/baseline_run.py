@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compaction.budget import Budget
-from compaction.tokens import TokenCounter
+from compaction import Budget, TokenCounter
 from replay.baselines import Strategy
 from replay.checks import CachedCounter, RequestCheck, check_request
 from replay.records import RecordedConversation

@@ -12,8 +12,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from compaction.llm import get_litellm
-from compaction.toolpairs import SYSTEM_ROLES, group_messages
+from compaction import SYSTEM_ROLES, get_litellm, group_messages
 
 Message = dict[str, Any]
 

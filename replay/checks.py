@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.tokens import REPLY_PRIMING, TokenCounter
+from compaction import REPLY_PRIMING, TokenCounter
 from replay.records import Check
 from store.content import message_text
 

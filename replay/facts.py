@@ -1,6 +1,6 @@
 """Conversation-end checks of a replay: planted facts kept, corrections current, nothing invented.
 
-Independent of compaction.verify on purpose (their own simple rules), so a bug shared by the
+Independent of compaction.summarize.verify on purpose (their own simple rules), so a bug shared by the
 engine and its verifier cannot hide itself.
 """
 

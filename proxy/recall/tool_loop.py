@@ -39,7 +39,7 @@ class RecallTools(Protocol):
 
 
 class ResultLimit(Protocol):
-    """Keeps what the rounds add within the request's budget (compaction.recall_budget.ResultBudget)."""
+    """Keeps what the rounds add within the request's budget (compaction's ResultBudget)."""
 
     def spend(self, messages: Sequence[JSON]) -> None: ...
 

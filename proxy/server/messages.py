@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from compaction.tokens import TokenCounter
+from compaction import TokenCounter
 from config.errors import ModelNotFoundError
 from proxy import appkeys
 from proxy.server.body import read_json_object

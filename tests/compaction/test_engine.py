@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from compaction.engine import Engine
-from compaction.steps import LANDING_TOLERANCE_PERCENT
+from compaction.steps.loop import LANDING_TOLERANCE_PERCENT
 from compaction.types import ChatTurn, SummarizerChoice
 from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings

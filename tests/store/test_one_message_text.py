@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from compaction.prompts import build_source_text
+from compaction.summarize.prompts import build_source_text
 from proxy.inspector.view import inspect_conversation, preview, timeline
 from store.content import message_text
 from store.store import Store, TenantStore
