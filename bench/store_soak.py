@@ -130,7 +130,7 @@ def forwarded_bytes_per_request(length: int, requests: int = 40) -> float:
     state, excluded)."""
     from config.settings import StoreSettings
     from store.models import ForwardedRecord
-    from store.store import Store
+    from store.sqlite.store import Store
 
     def hashes(n: int) -> tuple[str, ...]:
         return tuple(f"{i:064x}" for i in range(n))  # engine hashes are 64 hex characters

@@ -48,10 +48,10 @@ from compaction.view.request_plan import RequestContext, measure_request, measur
 from compaction.view.workview import WorkingView
 from config.errors import StoreError, SummarizerError
 from config.settings import Settings
-from store.fastjson import dumps_sorted
+from store.encoding.fastjson import dumps_sorted
+from store.encoding.running_hashes import RunningHashes, exact_json
 from store.interface import StoreBackend, TenantAccess
 from store.models import CompactionEvent, ContextView, ForwardedRecord, StoredMessage
-from store.running_hashes import RunningHashes, exact_json
 
 log = structlog.get_logger(__name__)
 # A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,

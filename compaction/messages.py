@@ -13,7 +13,7 @@ from typing import Any
 
 from compaction.sized_lru import SizedLru
 from config.errors import InvalidRequestError
-from store.running_hashes import kept
+from store.encoding.running_hashes import kept
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
@@ -33,7 +33,7 @@ _VALID_OVERHEAD = 160  # an entry beyond its JSON: the bytes header 33, the orde
 
 
 class ValidMessages:
-    """Exact JSON (store/running_hashes.py `exact_keys`) of messages that passed `_validate_message`,
+    """Exact JSON (store/encoding/running_hashes.py `exact_keys`) of messages that passed `_validate_message`,
     bounded in bytes, least recently used first out; thread-safe. A message's own checks depend on
     nothing but its bytes, so a resent message found here passes them again without being walked."""
 

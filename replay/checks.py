@@ -14,7 +14,7 @@ from typing import Any
 
 from compaction import REPLY_PRIMING, TokenCounter
 from replay.records import Check
-from store.content import message_text
+from store.encoding.content import message_text
 
 Message = Mapping[str, Any]
 

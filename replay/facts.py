@@ -14,7 +14,7 @@ from typing import Any
 from replay.checks import Message, context_text, synthetic_messages
 from replay.needed_later.texts import readable_text
 from replay.records import Check
-from store.content import message_text
+from store.encoding.content import message_text
 
 ANCHOR_MARK = "<ctxproxy:anchors>"
 # A line mentioning an old value is not "presenting it as current" when it says so.

@@ -17,7 +17,7 @@ from typing import Any
 from config.errors import StoreError
 from store import ingest as ingest_mod
 from store import rows
-from store.identity import body_hash, canonical_bodies, chain_from_bodies
+from store.encoding.identity import body_hash, canonical_bodies, chain_from_bodies
 from store.ingest import Runner
 from store.models import StoredMessage
 

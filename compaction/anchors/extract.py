@@ -38,7 +38,7 @@ from compaction.anchors.cues import (
 )
 from compaction.anchors.index import index_drafts
 from store.anchors import RevisionDraft, value_in
-from store.content import message_text
+from store.encoding.content import message_text
 from store.models import AnchorDraft, StoredMessage
 
 __all__ = ["ANCHOR_BLOCK_CLOSE", "ANCHOR_BLOCK_INTRO", "ANCHOR_BLOCK_OPEN", "anchor_line",

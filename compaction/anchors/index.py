@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from store.content import message_text
+from store.encoding.content import message_text
 from store.models import AnchorDraft, StoredMessage
 
 IndexKind = Literal["file", "symbol", "error", "command"]

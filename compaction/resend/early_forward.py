@@ -28,7 +28,7 @@ from compaction.messages import PRIVATE_FIELDS
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES
 from compaction.types import ChatTurn, PreparedRequest
-from store.identity import content_hash
+from store.encoding.identity import content_hash
 
 # Handed the forwarded request before the bookkeeping, which goes on when it returns.
 EarlyForward = Callable[[PreparedRequest], Awaitable[None]]

@@ -3,7 +3,7 @@
 A client resends its whole history each turn, so a request's leading messages are, byte for byte, the
 previous request's. The request's messages are encoded as one list (orjson: one C call) and compared
 with the previous request's encoding: the leading messages the two share are found without a pass per
-message, and their exact JSON (store/running_hashes.py `exact_keys`) are slices of that encoding.
+message, and their exact JSON (store/encoding/running_hashes.py `exact_keys`) are slices of that encoding.
 The shared messages are handed on as the previous request's own dicts (equal JSON: forwarding them
 forwards the client's bytes), so what is memoised by identity downstream holds for them; they passed
 validation then, so they are not checked again. When the leading messages already are the previous
@@ -12,7 +12,7 @@ follows them is encoded. Bounded in bytes, least recently used first out.
 
 Exactness: equal bytes are equal JSON values (key order included), except that orjson writes NaN and
 the infinities as null; so the shared dicts are compared with `==` too (a NaN or an infinity is not
-None), and a request holding anything but plain JSON (store/fastjson.py `is_plain`) is never kept.
+None), and a request holding anything but plain JSON (store/encoding/fastjson.py `is_plain`) is never kept.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import orjson
 
 from compaction.resend.early_forward import Passthrough
 from compaction.sized_lru import SizedLru
+from store.encoding.running_hashes import exact_json, exact_keys, kept
 from store.models import StoredMessage
-from store.running_hashes import exact_json, exact_keys, kept
 
 MAX_BYTES = 12 * 1024 * 1024  # about six resent 100k-token histories (at the estimate below)
 EXTENSION_BYTES = 64 * 1024  # new messages `extension` takes on (encoded, then counted on the loop)

@@ -11,7 +11,7 @@ from typing import Any
 
 from compaction.summarize.redact import redact
 from compaction.types import PromptLevel, SummaryRequest
-from store.content import message_text
+from store.encoding.content import message_text
 from store.models import StoredMessage, SummaryKind, SummaryRecord
 
 PROMPT_VERSION = "2026-12-01.1"

@@ -16,7 +16,7 @@ from typing import Any
 from compaction.summarize.source_blocks import compact_ids
 from compaction.tokens import TokenCounter
 from compaction.view.plan import Slot
-from store.content import content_text
+from store.encoding.content import content_text
 
 MARK = "[ctxproxy: "
 POINTER_GROUP = -10_000  # pointer slots get group keys below this (never a real group)

@@ -1,4 +1,4 @@
-"""Glue between a request, the working view and the planner (kept out of engine.py for size)."""
+"""One request's plan: its context (budget, counter, system messages) and working view, measured, planned."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class RequestContext:
     tenant: TenantAccess
     recall: RecallSettings
     client_tools_tokens: int
-    keys: Sequence[bytes | None] = ()  # the messages' exact JSON (store/running_hashes.py exact_keys)
+    keys: Sequence[bytes | None] = ()  # the messages' exact JSON (store/encoding/running_hashes.py)
     body: dict[int, dict[str, Any]] = field(default_factory=dict)  # by seq: what is forwarded raw
     key_by_id: dict[int, bytes | None] = field(default_factory=dict)  # a body's exact JSON, by id()
     anchor_tokens: dict[tuple[int, ...], int] = field(default_factory=dict)  # by anchor snapshot

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from store.fastjson import dumps_compact
+from store.encoding.fastjson import dumps_compact
 
 
 class EncodedMessages(list[dict[str, Any]]):

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from replay.needed_later.placeholders import has_marker
 from replay.needed_later.texts import occurs, readable_text
-from store.content import content_text
+from store.encoding.content import content_text
 
 Message = Mapping[str, Any]
 OriginKind = Literal["raw", "summary", "anchors", "system"]

@@ -15,7 +15,7 @@ from compaction.steps.loop import LANDING_TOLERANCE_PERCENT
 from compaction.types import ChatTurn, SummarizerChoice
 from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, tool, user
 from tests.fakes.summarizer import INVENTED, ScriptedSummarizer
 

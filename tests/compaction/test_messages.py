@@ -8,7 +8,7 @@ import pytest
 
 from compaction.messages import is_pinned, strip_private_fields, validate_messages
 from config.errors import InvalidRequestError
-from store.content import message_text
+from store.encoding.content import message_text
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 

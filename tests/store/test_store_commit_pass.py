@@ -15,7 +15,8 @@ from store.models import (
     SummaryRecord,
     ViewItem,
 )
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history, scalar
 
 TABLES = ("anchors", "summaries", "summary_sources", "views", "compaction_events")

@@ -11,7 +11,8 @@ from compaction.anchors.extract import extract_anchors
 from config.settings import StoreSettings
 from store.anchors import value_in
 from store.models import AnchorDraft, StoredMessage
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from compaction.anchors.extract import extract_anchors
 from config.settings import StoreSettings
 from store.models import StoredMessage
-from store.store import Store
+from store.sqlite.store import Store
 
 
 def stored(seq: int, text: str, role: str = "user") -> StoredMessage:

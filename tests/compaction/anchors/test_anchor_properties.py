@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.anchors.extract import extract_anchors
-from store.content import message_text
+from store.encoding.content import message_text
 from store.models import AnchorDraft, StoredMessage
 
 _ALNUM = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz0123456789", min_size=1,

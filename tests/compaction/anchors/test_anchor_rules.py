@@ -11,7 +11,8 @@ from compaction.anchors.extract import extract_anchors, render_anchor_block
 from compaction.tokens import TokenCounter
 from config.settings import StoreSettings
 from store.models import Anchor, StoredMessage
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 
 
 @pytest.fixture()

@@ -13,7 +13,8 @@ import pytest
 from compaction.recall import tools as recall
 from compaction.types import Occupancy, PreparedRequest
 from config.settings import RecallSettings, StoreSettings
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 
 SETTINGS = RecallSettings()
 

@@ -25,7 +25,7 @@ from compaction.resend.previous import Resends
 from compaction.types import ChatTurn, PreparedRequest
 from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, tool, user
 from tests.compaction.resend.test_resend_caches import WIDE, _emptied, _engine, _seen
 from tests.compaction.test_engine import history as engine_history

@@ -12,7 +12,7 @@ import pytest
 from compaction.messages import validate_resent
 from compaction.resend.previous import Resends
 from config.errors import InvalidRequestError
-from store.running_hashes import exact_keys
+from store.encoding.running_hashes import exact_keys
 
 HISTORY: list[dict[str, Any]] = [
     {"role": "system", "content": "be terse"},

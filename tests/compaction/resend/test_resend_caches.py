@@ -17,9 +17,9 @@ from compaction.resend import previous as resend
 from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
 from compaction.view import raw_runs, workview
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
-from store import forwarded, identity
-from store.running_hashes import RunningHashes
-from store.store import Store
+from store.encoding import forwarded, identity
+from store.encoding.running_hashes import RunningHashes
+from store.sqlite.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, tool, user
 from tests.fakes.summarizer import ScriptedSummarizer
 

@@ -20,7 +20,8 @@ import pytest
 from compaction.deadline import Deadline
 from compaction.steps.claims import StepClaims
 from config.settings import StoreSettings
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.compaction.conftest import asst, user
 from tests.compaction.test_engine import SMALL, history, make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer

@@ -9,7 +9,7 @@ import pytest
 
 from compaction.steps.forks import adopt_parent_summaries, shared_prefix
 from config.settings import StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import user
 from tests.compaction.test_engine import history, make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer

@@ -10,7 +10,8 @@ import pytest
 from config.errors import CtxProxyError, StoreError
 from config.settings import StoreSettings
 from store.models import SummaryDraft, SummaryRecord
-from store.store import Store, TenantStore
+from store.sqlite.store import SqliteTenantConnection, Store
+from store.tenant import TenantStore
 from tests.compaction.test_engine import history, make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer
 
@@ -24,7 +25,7 @@ class _SummarylessTenant(TenantStore):
 
 class _SummarylessStore(Store):
     def for_tenant(self, tenant_id: str) -> TenantStore:
-        return _SummarylessTenant(self, tenant_id)
+        return _SummarylessTenant(SqliteTenantConnection(self, tenant_id))
 
 
 @pytest.fixture

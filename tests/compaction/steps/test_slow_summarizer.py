@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from compaction.engine import Engine
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import asst, user
 from tests.compaction.test_engine import SMALL, history, make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer

@@ -16,7 +16,7 @@ from compaction.tokens import TokenCounter
 from compaction.types import SummarizerChoice
 from compaction.view.budget import MIN_LEAF_CHUNK_TOKENS, Budget
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, RecallSettings, Settings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, user
 from tests.compaction.test_engine import SMALL, history, make_engine, store, turn
 from tests.fakes.summarizer import ScriptedSummarizer

@@ -18,7 +18,7 @@ from compaction.tokens import TokenCounter
 from compaction.types import ChatTurn, CircuitState, SummarizerChoice, SummaryRequest
 from config.errors import SummarizerError
 from config.settings import LiteLLMParams, ModelEntry, Settings, StoreSettings, SummarizerSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import MODEL
 from tests.fakes.summarizer import ScriptedSummarizer
 

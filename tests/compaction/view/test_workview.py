@@ -12,7 +12,8 @@ from compaction.engine import Engine
 from compaction.view import workview
 from config.settings import StoreSettings
 from store.models import AnchorDraft, ContextView, SummaryDraft, SummaryRecord, ViewItem
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.compaction.conftest import asst
 from tests.compaction.test_engine import history, make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer

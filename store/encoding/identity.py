@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from store.fastjson import canonical_ascii
-from store.running_hashes import RunningHashes, exact_keys
+from store.encoding.fastjson import canonical_ascii
+from store.encoding.running_hashes import RunningHashes, exact_keys
 
 # `function_call` (legacy function calling) is kept beside the contract's fields: two different legacy
 # calls must not hash alike. It is dropped like any other key when null.
@@ -128,7 +128,7 @@ CHAINS = RunningHashes(_chain_step, name="chain_hashes")
 
 
 def chain_of(msgs: Sequence[dict[str, Any]], keys: Sequence[bytes | None] | None = None) -> list[str]:
-    """`chain_hashes(msgs)`, memoised per message (store/running_hashes.py); `keys`: the messages'
+    """`chain_hashes(msgs)`, memoised per message (store/encoding/running_hashes.py); `keys`: the messages'
     exact JSON when the caller has it already. The run is the first message: a resend of the last
     history starting with it shares that history's hashes up to where the two differ."""
     keys = exact_keys(msgs) if keys is None else keys

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.content import content_text
+from store.encoding.content import content_text
 
 
 @pytest.mark.parametrize(("parts", "expected"), [

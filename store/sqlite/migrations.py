@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from config.errors import StoreError
-from store import forwarded
-from store.db import transaction
+from store.encoding import forwarded
+from store.interface import refuse_newer_schema
+from store.sqlite.transaction import transaction
 from store.summaries import dedupe_summaries
 
 _INITIAL = """
@@ -200,7 +201,7 @@ END;
 """
 
 
-# Scope tokens (see store/search.py `scope_tokens`): 't' + hex(tenant), 'c' + hex(conversation),
+# Scope tokens (see store/sqlite/search.py `scope_tokens`): 't' + hex(tenant), 'c' + hex(conversation),
 # 'r' + hex(role); hex keeps any id a single unicode61 token.
 _MESSAGE_SCOPE = "'t' || hex({r}.tenant_id) || ' c' || hex({r}.conversation_id) || ' r' || hex({r}.role)"
 _SUMMARY_SCOPE = "'t' || hex({r}.tenant_id) || ' c' || hex({r}.conversation_id)"
@@ -236,7 +237,7 @@ _FORWARDED_COPY = ("INSERT INTO forwarded_v3 (id, tenant_id, conversation_id, me
 
 
 def _forwarded_in_constant_space(conn: sqlite3.Connection) -> None:
-    """Migration 3: per-request counts instead of every message hash (store/forwarded.py); each
+    """Migration 3: per-request counts instead of every message hash (store/encoding/forwarded.py); each
     conversation's newest hashes become its tip."""
     for statement in split_statements(_FORWARDED_V3):
         conn.execute(statement)
@@ -330,19 +331,10 @@ def applied_versions(conn: sqlite3.Connection) -> set[int]:
     return {int(row["version"]) for row in table.rows}
 
 
-def refuse_newer_schema(done: set[int], migrations: Sequence[Migration]) -> None:
-    """A database written by a newer ctxproxy is never opened: this code cannot know its schema."""
-    known = max((m.version for m in migrations), default=0)
-    if done and max(done) > known:
-        raise StoreError(f"the store's schema is version {max(done)}, newer than this ctxproxy "
-                         f"understands (schema version {known}); upgrade ctxproxy, or point "
-                         "store.path at another database", code="store_schema_too_new")
-
-
 def apply_migrations(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[int]:
     """Apply the missing migrations in order, each in one transaction; return the versions applied."""
     done = applied_versions(conn)
-    refuse_newer_schema(done, migrations)
+    refuse_newer_schema(done, (m.version for m in migrations))
     applied: list[int] = []
     for migration in sorted(migrations, key=lambda m: m.version):
         if migration.version in done:

@@ -17,7 +17,7 @@ from store.models import SearchQuery, SummaryDraft
 from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import MIGRATIONS, apply_migrations
-from store.postgres.store import PgStore, PgTenantStore
+from store.postgres.store import PgStore, PgTenantConnection
 from tests.store.store_helpers import TokenCounter
 
 SEARCH_INDEXES = {"messages_scope_tsv", "messages_scope_trgm", "summaries_scope_tsv", "summaries_scope_trgm",
@@ -90,7 +90,7 @@ def _bulk(store: PgStore, tenants: list[str], per_tenant: int) -> None:
     store.db.execute("VACUUM ANALYZE messages")
 
 
-def _plans(tenant: PgTenantStore, store: PgStore, q: SearchQuery) -> list[dict[str, Any]]:
+def _plans(tenant: PgTenantConnection, store: PgStore, q: SearchQuery) -> list[dict[str, Any]]:
     """EXPLAIN (FORMAT JSON) of every statement the search runs, sent as the store sends them."""
     planned = pg_search.plan(q)
     explained = store.db.read_many([tenant._bound("EXPLAIN (FORMAT JSON) " + sql, params)
@@ -112,7 +112,7 @@ def test_candidates_come_from_the_tenants_index_entries(pg_store: PgStore, patte
     _bulk(pg_store, tenants, 3_000)
     alice = pg_store.for_tenant(tenants[0])
     q = SearchQuery(pattern, scope="message", all_conversations=True, limit=5)
-    (plan,) = _plans(alice, pg_store, q)
+    (plan,) = _plans(PgTenantConnection(pg_store, tenants[0]), pg_store, q)
     nodes = list(_nodes(plan))
     assert not [n for n in nodes if n["Node Type"] == "Seq Scan"]
     scans = [n for n in nodes if n["Node Type"] == "Bitmap Index Scan"]

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.engine import prefix_hashes
-from store.fastjson import dumps_sorted
-from store.identity import chain_hashes, chain_of
-from store.running_hashes import RunningHashes
+from store.encoding.fastjson import dumps_sorted
+from store.encoding.identity import chain_hashes, chain_of
+from store.encoding.running_hashes import RunningHashes
 
 CONTENT = st.one_of(st.text(max_size=8), st.none(), st.integers(), st.floats(allow_nan=False),
                     st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=5)}),

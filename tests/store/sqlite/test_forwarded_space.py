@@ -9,9 +9,9 @@ from pathlib import Path
 
 from bench.store_soak import forwarded_bytes_per_request
 from config.settings import StoreSettings
-from store.migrations import MIGRATIONS, apply_migrations
 from store.models import ForwardedRecord
-from store.store import Store
+from store.sqlite.migrations import MIGRATIONS, apply_migrations
+from store.sqlite.store import Store
 
 
 def test_bytes_per_forwarded_request_do_not_grow_with_the_conversation() -> None:

@@ -1,6 +1,6 @@
 """Full-text search over a tenant's messages and summaries (seed 000 `short_grep`).
 
-The pattern is compiled by store/pattern.py (never passed raw to MATCH). Word patterns use the
+The pattern is compiled by store/query/pattern.py (never passed raw to MATCH). Word patterns use the
 unicode61 indexes (`*_fts`), substring/CJK patterns the trigram ones (`*_tri`).
 
 Ranking is bounded: each scope (messages, summaries) ranks by BM25 only the CANDIDATES (1,000) most
@@ -11,95 +11,20 @@ the candidates still walks matches newest first until N pass the filters). Score
 values a full ranking gives (IDF over the whole index). Each scope is one query: candidates (read
 newest first, stopping at N), ranked, and only the top `limit` rows joined to the content table
 (tenant checked again); hits of both scopes are merged by rank (more negative = better), cut to `limit`.
-Time filters compare unix `created_at`: `since` inclusive, `before` exclusive; `last` = now - window,
-with units h (hours), d (days), w (weeks), m (months of 30 days).
+Parameters are validated and turned into filters by store/query/filters.py, as on PostgreSQL.
 """
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from config.errors import InvalidRequestError
 from store.ingest import Runner
 from store.models import SearchHit, SearchQuery
-from store.pattern import Mode, compile_pattern
+from store.query import filters
+from store.query.filters import Filters, parse_filters, where_clause
 
-MAX_LIMIT = 100
-_LAST = re.compile(r"^\s*(\d{1,4})\s*([hdwm])\s*$")
-_UNIT_SECONDS = {"h": 3_600, "d": 86_400, "w": 7 * 86_400, "m": 30 * 86_400}
 _SNIPPET_TOKENS = {"words": 16, "trigram": 48}  # trigram tokens are characters, not words
-CANDIDATES = 1_000  # per scope: only the most recent matches passing the filters are ranked
-
-
-@dataclass(frozen=True)
-class _Filters:
-    mode: Mode
-    match: str
-    since: float | None
-    before: float | None
-    conversation_id: str | None
-    role: str | None
-    limit: int
-
-
-def parse_last(value: str) -> float:
-    """Seconds in a relative window like 6h, 7d, 2w, 1m."""
-    found = _LAST.match(value)
-    if not found or int(found.group(1)) == 0:
-        raise InvalidRequestError(f"last must look like 6h, 7d, 2w or 1m, got {value!r}", param="last")
-    return int(found.group(1)) * _UNIT_SECONDS[found.group(2)]
-
-
-def parse_instant(value: str, param: str) -> float:
-    """ISO 8601 date or date-time to a unix time; naive values are UTC."""
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except (ValueError, AttributeError):
-        raise InvalidRequestError(f"{param} must be an ISO 8601 date or date-time, got {value!r}",
-                                  param=param) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
-def _filters(q: SearchQuery, now: float) -> _Filters:
-    """Validate every parameter up front; errors name the parameter."""
-    mode, match = compile_pattern(q.pattern)
-    if not isinstance(q.limit, int) or not 1 <= q.limit <= MAX_LIMIT:
-        raise InvalidRequestError(f"limit must be between 1 and {MAX_LIMIT}", param="limit")
-    if q.scope not in ("summary", "message", "both"):
-        raise InvalidRequestError("scope must be summary, message or both", param="scope")
-    if q.role not in (None, "user", "assistant"):
-        raise InvalidRequestError("role must be user or assistant", param="role")
-    if q.role is not None and q.scope == "summary":
-        raise InvalidRequestError("role filters messages; it cannot be used with scope=summary", param="role")
-    since = parse_instant(q.since, "since") if q.since else None
-    if q.last:
-        window_start = now - parse_last(q.last)
-        since = window_start if since is None else max(since, window_start)
-    before = parse_instant(q.before, "before") if q.before else None
-    if not q.all_conversations and not q.conversation_id:
-        raise InvalidRequestError("conversation_id is required unless all_conversations is true",
-                                  param="conversation_id")
-    conversation = None if q.all_conversations else q.conversation_id
-    return _Filters(mode, match, since, before, conversation, q.role, q.limit)
-
-
-def _where(f: _Filters, alias: str, with_role: bool) -> tuple[str, dict[str, Any]]:
-    clauses = [f"{alias}.tenant_id = :tenant"]
-    params: dict[str, Any] = {"match": f.match, "limit": f.limit}
-    for clause, name, value in ((f"{alias}.conversation_id = :cid", "cid", f.conversation_id),
-                                (f"{alias}.created_at >= :since", "since", f.since),
-                                (f"{alias}.created_at < :before", "before", f.before),
-                                (f"{alias}.role = :role", "role", f.role if with_role else None)):
-        if value is not None:
-            clauses.append(clause)
-            params[name] = value
-    return " AND ".join(clauses), params
 
 
 def _hex_token(prefix: str, value: str) -> str:
@@ -107,7 +32,7 @@ def _hex_token(prefix: str, value: str) -> str:
     return prefix + value.encode().hex().upper()
 
 
-def _scope_tokens(f: _Filters, tenant_id: str, with_role: bool) -> str:
+def _scope_tokens(f: Filters, tenant_id: str, with_role: bool) -> str:
     """The unicode61 index's scope tokens for this search: conversation (else tenant), and role."""
     scope = [_hex_token("c", f.conversation_id) if f.conversation_id else _hex_token("t", tenant_id)]
     if with_role and f.role:
@@ -115,14 +40,14 @@ def _scope_tokens(f: _Filters, tenant_id: str, with_role: bool) -> str:
     return " AND ".join(f'scope : "{token}"' for token in scope)
 
 
-def _scoped_match(f: _Filters, tenant_id: str, column: str, with_role: bool) -> str:
+def _scoped_match(f: Filters, tenant_id: str, column: str, with_role: bool) -> str:
     """Restrict the user expression to the text column and AND the scope tokens (words mode only)."""
     if f.mode != "words":
         return f.match
     return f"{column} : ({f.match}) AND {_scope_tokens(f, tenant_id, with_role)}"
 
 
-def _rank_match(f: _Filters, column: str) -> str:
+def _rank_match(f: Filters, column: str) -> str:
     """The expression bm25 scores: the user's alone, so IDF is never computed over a scope token.
 
     The scope tokens sit in a column weighted 0, so dropping them leaves every score unchanged.
@@ -130,7 +55,7 @@ def _rank_match(f: _Filters, column: str) -> str:
     return f"{column} : ({f.match})" if f.mode == "words" else f.match
 
 
-def _candidates_sql(f: _Filters, table: str, content: str, key: str, where: str) -> str:
+def _candidates_sql(f: Filters, table: str, content: str, key: str, where: str) -> str:
     """Rowids of the CANDIDATES most recent matches passing every filter, newest first.
 
     FTS5 walks the doclist in descending rowid order and stops at the limit (no sort). Words mode
@@ -149,7 +74,7 @@ def _candidates_sql(f: _Filters, table: str, content: str, key: str, where: str)
             f"WHERE {table} MATCH :scoped{scope} AND {where} ORDER BY {table}.rowid DESC LIMIT :n")
 
 
-def _ranked_sql(f: _Filters, table: str, rank: str, content: str, key: str, columns: str, where: str) -> str:
+def _ranked_sql(f: Filters, table: str, rank: str, content: str, key: str, columns: str, where: str) -> str:
     """Top hits by bm25 among the candidates; only those `limit` rows are joined to the content table.
 
     The ranking pass re-runs the match inside the candidates' rowid range and keeps the candidates
@@ -164,17 +89,17 @@ def _ranked_sql(f: _Filters, table: str, rank: str, content: str, key: str, colu
             f"CROSS JOIN {content} ON {key} = hit.rid WHERE {where} ORDER BY hit.rank")
 
 
-def _params(f: _Filters, tenant_id: str, column: str, with_role: bool,
+def _params(f: Filters, tenant_id: str, column: str, with_role: bool,
             params: dict[str, Any]) -> dict[str, Any]:
     """Bind both expressions and the candidate bound (read at call time so tests can lower it)."""
     return {**params, "scoped": _scoped_match(f, tenant_id, column, with_role),
             "scope": _scope_tokens(f, tenant_id, with_role), "match": _rank_match(f, column),
-            "n": CANDIDATES}
+            "n": filters.CANDIDATES}
 
 
-def _message_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
+def _message_hits(run: Runner, f: Filters, tenant_id: str) -> list[SearchHit]:
     table = "messages_fts" if f.mode == "words" else "messages_tri"
-    where, params = _where(f, "m", with_role=True)
+    where, params = where_clause(f, "m", with_role=True)
     rank = f"bm25({table}, 1.0, 0.0)" if f.mode == "words" else f"bm25({table})"
     sql = _ranked_sql(f, table, rank, "messages m", "m.id", "m.id, m.conversation_id, m.role, m.created_at",
                       where)
@@ -183,9 +108,9 @@ def _message_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
             for r in run(sql, _params(f, tenant_id, "text", True, params))]
 
 
-def _summary_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
+def _summary_hits(run: Runner, f: Filters, tenant_id: str) -> list[SearchHit]:
     table = "summaries_fts" if f.mode == "words" else "summaries_tri"
-    where, params = _where(f, "s", with_role=False)
+    where, params = where_clause(f, "s", with_role=False)
     rank = f"bm25({table}, 1.0, 0.0)" if f.mode == "words" else f"bm25({table})"
     sql = _ranked_sql(f, table, rank, "summaries s", "s.num",
                       "s.id, s.conversation_id, s.depth, s.created_at", where)
@@ -194,24 +119,13 @@ def _summary_hits(run: Runner, f: _Filters, tenant_id: str) -> list[SearchHit]:
             for r in run(sql, _params(f, tenant_id, "content", False, params))]
 
 
-# The PostgreSQL store (store/postgres/search.py) shares validation and filters.
-Filters = _Filters
-parse_filters = _filters
-where_clause = _where
-
-
-def validate(q: SearchQuery) -> None:
-    """Raise InvalidRequestError for a bad query without touching the database."""
-    _filters(q, time.time())
-
-
 def search(run: Runner, tenant_id: str, q: SearchQuery, now: float | None = None) -> list[SearchHit]:
     """Hits of the tenant (conversation-scoped unless all_conversations), best rank first.
 
     Ranks the CANDIDATES most recent filtered matches of each scope by BM25 (see the module doc).
     With a role filter, scope `both` searches messages only (summaries have no role).
     """
-    f = _filters(q, time.time() if now is None else now)
+    f = parse_filters(q, time.time() if now is None else now)
     hits: list[SearchHit] = []
     if q.scope in ("message", "both"):
         hits += _message_hits(run, f, tenant_id)

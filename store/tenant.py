@@ -1,41 +1,34 @@
-"""The store: one SQLite connection (`Store`) and tenant-scoped access to its data (`TenantStore`).
+"""The tenant store both backends run: tenant-scoped access to a store's data (`TenantStore`).
 
-Every query a TenantStore runs goes through `TenantStore._run`, which refuses SQL without the
-`:tenant` parameter and binds it itself; so another tenant's ids behave exactly like nonexistent
-ones. Writes run in one transaction each (`_tx`): a failure leaves nothing half-written.
+Every query a TenantStore runs goes through its backend's `TenantConnection.run`, which refuses SQL
+without the `:tenant` parameter and binds it itself; so another tenant's ids behave exactly like
+nonexistent ones. Writes run in one transaction each (`_tx`): a failure leaves nothing half-written.
+The SQL is portable (SQLite and PostgreSQL alike); a backend supplies the connection, its
+transactions and locks, scrubbing after a delete, and search (store/sqlite/, store/postgres/).
 Summary ids are `sum_` + 12 random hex; a summary's generation is the number of summaries the
 conversation already had, plus one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
-import os
 import secrets
-import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
-import sqlite_utils
-
-from config.errors import NotFoundError, StoreError
-from config.settings import StoreSettings
+from config.errors import NotFoundError
 from store import expand as expand_mod
-from store import forwarded as forwarded_mod
 from store import ingest as ingest_mod
 from store import lifecycle, rows
 from store import reply as reply_mod
-from store import search as search_mod
 from store import summaries as summaries_mod
 from store.anchors import upsert_anchors
-from store.db import CheckpointMode, checkpoint, open_database, run_checkpoint, transaction
+from store.encoding import forwarded as forwarded_mod
 from store.ingest import Cursor
 from store.interface import PassFinisher
 from store.models import (
@@ -54,6 +47,7 @@ from store.models import (
     SummaryRecord,
 )
 from store.prefix_rows import PrefixRows
+from store.query.filters import validate
 
 ANONYMOUS_TENANT = "anonymous"
 
@@ -66,136 +60,67 @@ def tenant_id(secret: str, api_key: str | None) -> str:
     return hmac.new(secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
 
 
-class _Rollback(Exception):
-    """Raised inside a transaction to undo it on purpose (previews)."""
-
-
-class Store:
-    """Owns the connection, the tenant secret, and hands out TenantStores."""
-
-    def __init__(self, db: sqlite_utils.Database, tenant_secret: str, settings: StoreSettings) -> None:
-        self.db = db
-        self.settings = settings
-        self.conn: sqlite3.Connection = db.conn
-        self.lock = threading.RLock()
-        self._secret = tenant_secret
-        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/prefix_rows.py)
-
-    @classmethod
-    def open(cls, settings: StoreSettings, *, autocheckpoint: bool = True) -> Store:
-        """Open or create the database, migrate it, and load (or create once) the tenant secret.
-
-        A server passes `autocheckpoint=False` and calls `checkpoint()` periodically off the loop.
-        """
-        db = open_database(settings.path, settings.busy_timeout_ms, autocheckpoint=autocheckpoint,
-                           cache_mib=settings.cache_mib, mmap_mib=settings.mmap_mib)
-        secret = settings.tenant_secret or _stored_secret(db.conn)
-        return cls(db, secret, settings)
-
-    def checkpoint(self, mode: CheckpointMode = "PASSIVE", *, exclusive: bool = False) -> bool:
-        """Fold the WAL into the database file (thread-safe); True when complete (TRUNCATE also
-        empties the WAL file). `exclusive` runs it on the serving connection under the store's
-        lock, so no writer of this process can starve it (they wait for it instead)."""
-        if not exclusive or self.settings.path == ":memory:":
-            return checkpoint(self.settings.path, self.settings.busy_timeout_ms, mode)
-        with self.lock:
-            return run_checkpoint(self.conn, mode)
-
-    def scrub(self) -> bool:
-        """After a delete: merge the search indexes (dropping deleted entries) in bounded steps,
-        each its own transaction, then empty the WAL, so the deleted text is in no file; True when
-        the WAL was emptied. The TRUNCATE runs on the serving connection under the store's lock and
-        is tried again while another connection's checkpoint (the periodic one, a worker's) holds
-        the checkpoint lock: SQLite then answers busy at once, without waiting."""
-        for index in lifecycle.FTS_INDEXES:
-            for _ in range(lifecycle.MAX_MERGE_STEPS):
-                with self.lock, transaction(self.conn):
-                    if not lifecycle.merge_step(self.conn, index):
-                        break
-        for _ in range(lifecycle.TRUNCATE_TRIES):
-            if self.checkpoint("TRUNCATE", exclusive=True):
-                return True
-            time.sleep(lifecycle.TRUNCATE_RETRY_S)
-        return False
-
-    def close(self) -> None:
-        with self.lock:
-            self.conn.close()
-
-    def size_bytes(self) -> int:
-        """The database file plus its WAL and shared-memory files, as on disk now."""
-        total = 0
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(self.settings.path + suffix)
-        return total
+class TenantConnection(Protocol):
+    """What a backend gives the TenantStore: one tenant's queries and transactions on its database."""
 
     @property
-    def tenant_secret(self) -> str:
-        return self._secret
+    def tenant_id(self) -> str: ...
 
-    def tenant_id_for_key(self, api_key: str | None) -> str:
-        return tenant_id(self._secret, api_key)
+    @property
+    def prefix_rows(self) -> PrefixRows: ...  # stored rows ingest already read (store/prefix_rows.py)
 
-    def for_tenant(self, tenant_id: str) -> TenantStore:
-        return TenantStore(self, tenant_id)
+    def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+        """Execute with `:tenant` bound; SQL that does not filter on `:tenant` is a bug (StoreError)."""
+        ...
 
-    def tenant_ids(self) -> list[str]:
-        """Tenants with at least one conversation, most recent activity first (operator views)."""
-        with self.lock:
-            try:
-                found = self.conn.execute("SELECT tenant_id FROM conversations GROUP BY tenant_id "
-                                          "ORDER BY MAX(updated_at) DESC, tenant_id").fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
-        return [str(row[0]) for row in found]
+    def transaction(self, conversation_id: str | None = None, *,
+                    durable: bool = True) -> AbstractContextManager[None]:
+        """One write transaction, all or nothing; `conversation_id` names what it writes (a backend
+        may lock that conversation). `durable=False`: a report whose last moments a server crash may
+        lose (a backend may commit it without waiting for its log to reach the disk)."""
+        ...
 
+    def ingest_transaction(self, messages: Sequence[dict[str, Any]]) -> AbstractContextManager[None]:
+        """The transaction ingest runs in, before it knows which conversation `messages` continue."""
+        ...
 
-def _stored_secret(conn: sqlite3.Connection) -> str:
-    """The secret kept in `meta`, generated on first use (race-safe: first writer wins)."""
-    with transaction(conn):
-        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('tenant_secret', ?)",
-                     (secrets.token_hex(32),))
-        row = conn.execute("SELECT value FROM meta WHERE key = 'tenant_secret'").fetchone()
-    return str(row[0])
+    def rolled_back(self, conversation_id: str) -> AbstractContextManager[None]:
+        """A transaction undone when its block ends (previews); an error in the block still raises."""
+        ...
+
+    def scrub(self) -> None:
+        """After a delete: leave no deleted text in the store's files, as far as the backend can."""
+        ...
+
+    def search(self, q: SearchQuery, check: Callable[[str], object]) -> list[SearchHit]:
+        """Hits of a validated query; `check(conversation_id)` raises NotFoundError for a named
+        conversation that is not this tenant's (called before the search, or when it found none)."""
+        ...
 
 
 class TenantStore:
     """Everything one tenant may read or write; nothing here can reach another tenant's rows."""
 
-    def __init__(self, store: Store, tenant_id: str) -> None:
-        self._store = store
-        self.tenant_id = tenant_id
+    def __init__(self, conn: TenantConnection) -> None:
+        self._conn = conn
+        self.tenant_id = conn.tenant_id
 
     # -- the one query function ------------------------------------------------------------------
 
     def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
-        """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
-        if ":tenant" not in sql:
-            raise StoreError("internal: store query without tenant filter")
-        bound = {**(params or {}), "tenant": self.tenant_id}
-        with self._store.lock:
-            cur = self._store.conn.cursor()
-            cur.row_factory = sqlite3.Row
-            try:
-                return cur.execute(sql, bound)
-            except sqlite3.Error as exc:  # IntegrityError included: never a raw sqlite3 exception
-                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
+        """Execute with the tenant bound (the backend refuses SQL that does not filter on `:tenant`)."""
+        return self._conn.run(sql, params)
 
-    @contextmanager
-    def _tx(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
-        """One write transaction; `conversation_id` names what it writes (SQLite serialises every
-        write anyway; the PostgreSQL store locks that conversation). `durable=False`: a report
-        whose last moments a server crash may lose (PostgreSQL commits it without waiting for the
-        WAL flush; SQLite's WAL at synchronous=NORMAL never waits for one anyway)."""
-        with self._store.lock, transaction(self._store.conn):
-            yield
+    def _tx(self, conversation_id: str | None = None, *,
+            durable: bool = True) -> AbstractContextManager[None]:
+        """One write transaction; `conversation_id` names what it writes (TenantConnection.transaction)."""
+        return self._conn.transaction(conversation_id, durable=durable)
 
-    def _one(self, sql: str, params: dict[str, Any], what: str) -> sqlite3.Row:
+    def _one(self, sql: str, params: dict[str, Any], what: str) -> Any:
         row = self._run(sql, params).fetchone()
         if row is None:
             raise NotFoundError(f"{what} not found")
-        return row  # type: ignore[no-any-return]
+        return row
 
     # -- conversations and messages --------------------------------------------------------------
 
@@ -203,10 +128,10 @@ class TenantStore:
                count_tokens: Callable[[dict[str, Any]], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult:
         """Store a request's history (only what is new); see store/ingest.py for identity rules.
-        `keys`: the messages' exact JSON when the caller has it (store/running_hashes.py)."""
-        with self._tx():
+        `keys`: the messages' exact JSON when the caller has it (store/encoding/running_hashes.py)."""
+        with self._conn.ingest_transaction(messages):
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
-                                     count_tokens=count_tokens, prefix_rows=self._store.prefix_rows,
+                                     count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows,
                                      keys=keys)
 
     def append_reply(self, conversation_id: str, message: dict[str, Any], token_count: int, *,
@@ -270,8 +195,8 @@ class TenantStore:
         return count
 
     def _scrub(self) -> None:
-        """Leave no deleted text in the store's files (Store.scrub)."""
-        self._store.scrub()
+        """Leave no deleted text in the store's files (the backend's own way)."""
+        self._conn.scrub()
 
     # -- summaries and views ---------------------------------------------------------------------
 
@@ -438,15 +363,11 @@ class TenantStore:
 
     def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[Anchor]:
         """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
-        with self._store.lock:
-            try:
-                with self._tx(conversation_id):
-                    self.conversation(conversation_id)
-                    upsert_anchors(self._run, conversation_id, drafts)
-                    active = self.anchors(conversation_id)
-                    raise _Rollback
-            except _Rollback:
-                return active
+        with self._conn.rolled_back(conversation_id):
+            self.conversation(conversation_id)
+            upsert_anchors(self._run, conversation_id, drafts)
+            active = self.anchors(conversation_id)
+        return active
 
     def record_event(self, event: CompactionEvent) -> CompactionEvent:
         with self._tx(event.conversation_id):
@@ -466,7 +387,7 @@ class TenantStore:
         return [rows.event(r) for r in found]
 
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
-        """Store it in constant space (store/forwarded.py); True when the previous forwarded request
+        """Store it in constant space (store/encoding/forwarded.py); True when the previous forwarded request
         is a prefix of this one (None if first)."""
         with self._tx(rec.conversation_id, durable=False):
             # One statement checks the conversation and fetches the previous request's tip.
@@ -541,15 +462,13 @@ class TenantStore:
     # -- recall ----------------------------------------------------------------------------------
 
     def search(self, q: SearchQuery) -> list[SearchHit]:
-        """Full-text search (store/search.py); a named conversation must be this tenant's.
+        """Full-text search (the backend's search module); a named conversation must be this tenant's.
 
-        Ranks by BM25 the 1,000 most recent matches (per scope) that pass the filters; with fewer
-        matches this is the full ranking.
+        Ranks the 1,000 most recent matches (per scope) that pass the filters; with fewer matches this
+        is the full ranking.
         """
-        search_mod.validate(q)
-        if q.conversation_id and not q.all_conversations:
-            self.conversation(q.conversation_id)
-        return search_mod.search(self._run, self.tenant_id, q)
+        validate(q)
+        return self._conn.search(q, self.conversation)
 
     def expand(self, ids: Sequence[str]) -> list[ExpandedItem]:
         """Full messages / summaries by id (store/expand.py), in the order asked."""

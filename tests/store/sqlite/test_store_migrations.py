@@ -9,9 +9,9 @@ import pytest
 
 from config.errors import StoreError
 from config.settings import StoreSettings
-from store.db import open_database
-from store.migrations import MIGRATIONS, Migration, apply_migrations
-from store.store import Store
+from store.sqlite.db import open_database
+from store.sqlite.migrations import MIGRATIONS, Migration, apply_migrations
+from store.sqlite.store import Store
 
 
 def test_open_creates_parent_dir_and_sets_pragmas(tmp_path: Path) -> None:

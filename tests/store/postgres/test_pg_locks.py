@@ -15,7 +15,8 @@ import pytest
 
 from config.errors import StoreError
 from config.settings import StoreSettings
-from store.postgres.store import PgStore, PgTenantStore
+from store.postgres.store import PgStore
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history
 
 
@@ -27,7 +28,7 @@ def replicas(pg_url: str) -> Iterator[tuple[PgStore, PgStore]]:
     b.close()
 
 
-def _tenant(store: PgStore) -> PgTenantStore:
+def _tenant(store: PgStore) -> TenantStore:
     return store.for_tenant(store.tenant_id_for_key("sk-locks"))
 
 

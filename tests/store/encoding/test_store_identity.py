@@ -1,4 +1,4 @@
-"""Normalisation and hash-chain identity (store/identity.py)."""
+"""Normalisation and hash-chain identity (store/encoding/identity.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.identity import canonical_json, chain_hashes, content_hash, normalise_message
+from store.encoding.identity import canonical_json, chain_hashes, content_hash, normalise_message
 
 BASE_REPLY: dict[str, Any] = {"role": "assistant", "content": "The order is 4711."}
 

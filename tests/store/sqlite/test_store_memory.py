@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.store.store_helpers import TokenCounter, history
 
 MAPS = Path("/proc/self/maps")

@@ -24,12 +24,12 @@ from typing import Any
 
 import orjson
 
-from store.fastjson import is_plain
+from store.encoding.fastjson import is_plain
 
 Step = Callable[[str, dict[str, Any]], str]  # (previous hash, message) -> this message's running hash
 MAX_KEY_BYTES = 8 * 1024 * 1024  # about 14 resent 100k-token histories (500 messages of ~800 bytes)
 MAX_RUN_BYTES = 4 * 1024 * 1024  # the last sequence of each run key: about 7 such histories
-# Bytes of a memo entry beyond its message's JSON, measured (tests/store/test_running_hashes.py):
+# Bytes of a memo entry beyond its message's JSON, measured (tests/store/encoding/test_running_hashes.py):
 # the key tuple 56, the bytes header 33, the 64-hex hash string 113, the ordered dict ~180 (its
 # tables are sized for the churn of an LRU: deleted slots linger until the next resize).
 _ENTRY_OVERHEAD = 384

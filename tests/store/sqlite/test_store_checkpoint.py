@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from config.settings import StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.store.store_helpers import TokenCounter, history
 
 

@@ -1,4 +1,4 @@
-"""store/fastjson.py writes exactly the json module's bytes, whatever the value (orjson or not)."""
+"""store/encoding/fastjson.py writes exactly the json module's bytes, whatever the value (orjson or not)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.fastjson import canonical_ascii, dumps_compact, dumps_sorted
+from store.encoding.fastjson import canonical_ascii, dumps_compact, dumps_sorted
 
 # Text with what the encoders could spell differently: control characters, DEL, quotes,
 # backslashes, non-ASCII, astral characters, U+2028, and lone surrogates.
