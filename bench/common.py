@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compaction.types import Message
+from compaction import Message
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -67,7 +67,7 @@ def history(target_tokens: int, tag: str = "") -> list[Message]:
 
 @functools.lru_cache(maxsize=16)
 def _history(target_tokens: int, tag: str) -> tuple[Message, ...]:
-    from compaction.tokens import TokenCounter
+    from compaction import TokenCounter
 
     counter = TokenCounter.for_model(MODEL)
     messages: list[Message] = [{"role": "system", "content": f"You are a build assistant.{tag}"}]

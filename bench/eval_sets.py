@@ -16,7 +16,7 @@ from typing import Literal
 
 from bench.agentloop.build import generate_loop_suite
 from bench.generator import generate_suite
-from compaction.tokens import TokenCounter
+from compaction import TokenCounter
 from replay.records import RecordedConversation
 from replay.run import ReplayOptions
 from replay.trajectory import read_recorded

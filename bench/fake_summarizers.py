@@ -11,8 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Literal
 
-from compaction.summarizers import ExtractiveSummarizer
-from compaction.types import Summarizer, SummaryRequest
+from compaction import ExtractiveSummarizer, Summarizer, SummaryRequest
 from config.errors import SummarizerError
 
 # Values that appear in no generated conversation: any of them in a forwarded request is an invention.

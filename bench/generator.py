@@ -19,7 +19,7 @@ from typing import Any
 
 from bench import filler
 from bench.facts import PlantedFacts, draw_facts
-from compaction.types import Message
+from compaction import Message
 from replay.records import Check, RecordedConversation, write_jsonl
 
 DEFAULT_TURNS = 150

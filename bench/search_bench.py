@@ -19,7 +19,8 @@ from typing import Any
 
 from config.settings import StoreSettings
 from store.models import SearchQuery
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 
 WORDS = [
     "invoice", "payment", "refund", "customer", "order", "shipment", "delay", "deploy", "server",

@@ -1,4 +1,4 @@
-"""Search on PostgreSQL: bench/search_bench.py's corpus and query mix, through PgTenantStore.search.
+"""Search on PostgreSQL: bench/search_bench.py's corpus and query mix, through PgTenantConnection.search.
 
 Fills a throw-away database (dropped afterwards) with synthetic messages in one transaction (the
 trigger computes every tsvector, the GIN and pg_trgm indexes are maintained as rows arrive), then

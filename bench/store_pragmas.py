@@ -21,7 +21,7 @@ from bench.common import pct
 from bench.search_bench import fill, queries
 from config.settings import StoreSettings
 from store.models import SearchQuery
-from store.store import Store
+from store.sqlite.store import Store
 
 SETTINGS = {"cache 2 MiB + mmap 256 MiB (before)": (2, 256), "cache 2 MiB, no mmap (default)": (2, 0),
             "cache 8 MiB, no mmap": (8, 0)}

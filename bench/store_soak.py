@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 
 from bench.common import HEADERS, MODEL, Server, session, start_ctxproxy, start_upstream
-from compaction.types import Message
+from compaction import Message
 
 MIB = 1024 * 1024
 FORWARDED_LENGTHS = (50, 500)
@@ -131,7 +131,7 @@ def forwarded_bytes_per_request(length: int, requests: int = 40) -> float:
     state, excluded)."""
     from config.settings import StoreSettings
     from store.models import ForwardedRecord
-    from store.store import Store
+    from store.sqlite.store import Store
 
     def hashes(n: int) -> tuple[str, ...]:
         return tuple(f"{i:064x}" for i in range(n))  # engine hashes are 64 hex characters

@@ -1,7 +1,7 @@
 """The verifier's calibration: false rejections of faithful summaries, catches of invented facts.
 
 `python -m bench.verifier_eval [--json out.json]` builds a labelled corpus and runs
-`compaction.verify.calibration_rates` over it:
+`compaction.summarize.verify.calibration_rates` over it:
 - sources: windows of the real agent sessions (read from ../shared/real-trajectories, never copied;
   skipped when absent) and conversations of bench/generator.py;
 - faithful summaries: the local extractive summarizer's output, templated abstractive summaries that
@@ -29,9 +29,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from bench.eval_sets import REAL_SESSIONS  # noqa: E402
 from bench.facts import PlantedFacts, draw_facts  # noqa: E402
 from bench.generator import generate_conversation  # noqa: E402
-from compaction.prompts import build_source_text  # noqa: E402
-from compaction.summarizers import ExtractiveSummarizer  # noqa: E402
-from compaction.verify import CalibrationCase, CalibrationReport, calibration_rates  # noqa: E402
+from compaction import (  # noqa: E402
+    CalibrationCase,
+    CalibrationReport,
+    ExtractiveSummarizer,  # noqa: E402
+    build_source_text,  # noqa: E402
+    calibration_rates,
+)
 from store.models import StoredMessage  # noqa: E402
 
 SESSIONS_DIR = REAL_SESSIONS

@@ -24,30 +24,33 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from compaction import early_forward, forks, recall, steps, truncate, workview
-from compaction.background import BackgroundCompactor
-from compaction.breakers import SummarizerPool
-from compaction.budget import Budget
-from compaction.claims import StepClaims
 from compaction.deadline import Deadline
-from compaction.early_forward import EarlyForward
 from compaction.messages import strip_private_fields, validate_resent
 from compaction.observer import CompactionObserver, NullObserver
-from compaction.passes import PassContext, Trigger
-from compaction.planner import REPLY_PRIMING, Plan
-from compaction.quiet import QuietConversations
-from compaction.resend import RESENDS, Expected, Resent
+from compaction.recall import tools as recall
+from compaction.resend import early_forward
+from compaction.resend.early_forward import EarlyForward
+from compaction.resend.previous import RESENDS, Expected, Resent
+from compaction.steps import forks, loop
+from compaction.steps.background import BackgroundCompactor
+from compaction.steps.claims import StepClaims
+from compaction.steps.passes import PassContext, Trigger
+from compaction.steps.quiet import QuietConversations
+from compaction.summarize.breakers import SummarizerPool
 from compaction.tokens import TOOLS_FRAMING, TokenCounter
 from compaction.toolpairs import validate_outgoing
 from compaction.types import ChatTurn, PreparedRequest, SummarizerChoice
-from compaction.view_plan import RequestContext, measure_request, measure_stored, plan_for
-from compaction.workview import WorkingView
+from compaction.view import truncate, workview
+from compaction.view.budget import Budget
+from compaction.view.plan import REPLY_PRIMING, Plan
+from compaction.view.request_plan import RequestContext, measure_request, measure_stored, plan_for
+from compaction.view.workview import WorkingView
 from config.errors import StoreError, SummarizerError
 from config.settings import Settings
-from store.fastjson import dumps_sorted
+from store.encoding.fastjson import dumps_sorted
+from store.encoding.running_hashes import RunningHashes, exact_json
 from store.interface import StoreBackend, TenantAccess
 from store.models import CompactionEvent, ContextView, ForwardedRecord, Message, StoredMessage
-from store.running_hashes import RunningHashes, exact_json
 
 log = structlog.get_logger(__name__)
 # A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,
@@ -104,7 +107,7 @@ class Engine:
 
     def early(self, turn: ChatTurn) -> EarlyStart | None:
         """The forwarded request of `turn`, known before its bookkeeping when it resends a
-        passthrough (compaction/early_forward.py); bounded work on the caller's thread, no store
+        passthrough (compaction/resend/early_forward.py); bounded work on the caller's thread, no store
         read. Its full preparation is `prepare(turn, start=...)`. Raises on invalid new messages."""
         counter = TokenCounter.if_loaded(turn.model)
         resent = None if counter is None else RESENDS.extension(
@@ -121,11 +124,11 @@ class Engine:
         """The forwarded request for `turn`: within budget, tool pairs intact, recorded.
 
         `early` is handed the forwarded request as soon as it is certain, before the bookkeeping
-        (compaction/early_forward.py); `start`: it was forwarded already (`early`). The result is
+        (compaction/resend/early_forward.py); `start`: it was forwarded already (`early`). The result is
         the full preparation, recorded: when an early forward's premises fail, planned in full."""
         if start is None:
             # Encoded once (validation, identity and forwarded hashes share the keys); the leading
-            # messages the previous request had are its own dicts, validated then (resend.py).
+            # messages the previous request had are its own dicts, validated then (resend/previous.py).
             resent = RESENDS.resent(turn.tenant_id, turn.external_conversation_id, list(turn.messages))
             messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
                                                  expected=resent.expected)
@@ -264,10 +267,10 @@ class Engine:
         events: list[CompactionEvent] = []
         if measure_request(ctx, wv) > ctx.budget.total:
             pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
-            wv, events = await steps.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
+            wv, events = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
                                                    ceiling=ctx.budget.total)
             if measure_request(ctx, wv) > ctx.budget.total:
-                wv, more = await steps.compact_until(pctx, wv, ctx.budget.total, reach="into_tail")
+                wv, more = await loop.compact_until(pctx, wv, ctx.budget.total, reach="into_tail")
                 events += more
         if wv.entries != loaded.entries:
             wv = save_view(ctx.tenant, wv)
@@ -349,11 +352,11 @@ class Engine:
         wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
                            count=counter.count_recurring, messages=stored)
         if trigger == "manual":
-            new, events = await steps.compact_until(pctx, wv, 0, reach="before_tail")
+            new, events = await loop.compact_until(pctx, wv, 0, reach="before_tail")
             if new.entries != wv.entries:
                 save_view(tenant, new)
         else:
-            _, events = await steps.compact_until(pctx, wv, budget.prepare_limit, reach="before_tail")
+            _, events = await loop.compact_until(pctx, wv, budget.prepare_limit, reach="before_tail")
         failed = [e for e in events if e.outcome == "failed"]
         if failed:
             raise SummarizerError(f"compaction step failed: {failed[-1].error}",  # retried in background

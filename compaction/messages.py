@@ -13,8 +13,8 @@ from typing import Any
 
 from compaction.sized_lru import SizedLru
 from config.errors import InvalidRequestError
+from store.encoding.running_hashes import kept
 from store.models import Message
-from store.running_hashes import kept
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 PRIVATE_FIELDS = ("pinned",)
@@ -34,7 +34,7 @@ _VALID_OVERHEAD = 160  # an entry beyond its JSON: the bytes header 33, the orde
 
 
 class ValidMessages:
-    """Exact JSON (store/running_hashes.py `exact_keys`) of messages that passed `_validate_message`,
+    """Exact JSON (store/encoding/running_hashes.py `exact_keys`) of messages that passed `_validate_message`,
     bounded in bytes, least recently used first out; thread-safe. A message's own checks depend on
     nothing but its bytes, so a resent message found here passes them again without being walked."""
 
@@ -79,7 +79,7 @@ def validate_resent(raw: Any, keys: Sequence[bytes | None] | None = None, *, val
                     expected: Expected | None = None,
                     memo: ValidMessages = VALID) -> tuple[list[Message], Expected]:
     """`validate_messages`, where the first `valid` messages passed before as the leading messages of
-    a list (compaction/resend.py), and `expected` (when known) is the tool calls a result may answer
+    a list (compaction/resend/previous.py), and `expected` (when known) is the tool calls a result may answer
     after them; also returns that state after the last message (to resume from next time)."""
     if not isinstance(raw, list):
         raise _fail("messages", f"expected an array of message objects, got {_type_name(raw)}")

@@ -36,7 +36,7 @@ class CompactionObserver(Protocol):
         """A background compaction attempt raised (it is retried, then left for the next turn)."""
 
     def on_early_mismatch(self, conversation_id: str, fields: tuple[str, ...]) -> None:
-        """A request forwarded early (compaction/early_forward.py) differs from its full preparation
+        """A request forwarded early (compaction/resend/early_forward.py) differs from its full preparation
         in `fields`: a ctxproxy bug (what was forwarded was still the client's messages as received)."""
 
 

@@ -19,7 +19,7 @@ from typing import Any, cast
 from compaction import llm
 from compaction.messages import OPAQUE_TEXT_FIELD
 from compaction.sized_lru import SizedLru
-from store.content import part_text
+from store.encoding.content import part_text
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1

@@ -42,7 +42,7 @@ class ChatTurn:
     max_reply_tokens: int | None = None  # max_tokens / max_completion_tokens
     external_conversation_id: str | None = None  # X-Conversation-Id
     credentials: Credentials = field(default_factory=lambda: Credentials(None))
-    # The recall tools may be offered with this request (compaction.recall.offered_for_request, set
+    # The recall tools may be offered with this request (compaction.recall.tools.offered_for_request, set
     # by the proxy). The one decision behind both the retrieval hints and the proxy's tool loop.
     offer_recall: bool = False
 

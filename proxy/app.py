@@ -48,7 +48,7 @@ KEEPALIVE_S = 60.0
 def default_engine(store: StoreBackend, settings: Settings, metrics: Metrics,
                    logger: FilteringBoundLogger) -> EngineAPI:
     """compaction.engine.Engine with the configured summarizer choice, observed (logs + metrics)."""
-    from compaction.engine import Engine
+    from compaction import Engine
     from proxy.observability.observer import ProxyObserver
     from proxy.server.summarizers import SummarizerChooser
 

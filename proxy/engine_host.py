@@ -18,9 +18,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 import structlog
 
-from compaction.early_forward import EarlyForward
-from compaction.engine import EarlyStart
-from compaction.types import ChatTurn, Message, PreparedRequest
+from compaction import ChatTurn, EarlyForward, EarlyStart, Message, PreparedRequest
 
 Result = TypeVar("Result")
 HAND_OVER_YIELD_S = 0.001  # the engine thread's pause after handing a request over early...
@@ -58,9 +56,8 @@ class InlineRunner:
 
 @dataclass(frozen=True)
 class Preparing:
-    """The engine thread's handover of one request: `request`, the PreparedRequest to forward now;
-    `settled`, its full preparation, still running when the engine handed it over early
-    (compaction/early_forward.py)."""
+    """The request to forward; `settled` is its full preparation, still running on the engine thread
+    when the engine handed the request over early (compaction/resend/early_forward.py)."""
 
     request: PreparedRequest
     settled: concurrent.futures.Future[PreparedRequest] | None = None
@@ -131,7 +128,7 @@ class EngineHost:
         """`turn` prepared by the engine: handed over early when the engine can (its bookkeeping
         goes on meanwhile, `Preparing.settled`), else once prepared in full. A resend the engine
         recognises from memory is handed over from this loop, without waiting on the engine thread."""
-        start = self.engine.early(turn)  # bounded work (compaction/resend.py `extension`)
+        start = self.engine.early(turn)  # bounded work (compaction/resend/previous.py `extension`)
         if start is not None:
             return Preparing(start.sent, self._settle(turn, start))
         first: asyncio.Future[Preparing] = asyncio.get_running_loop().create_future()

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction.budget import Budget
-from compaction.tokens import TokenCounter
-from compaction.types import Message
+from compaction import Budget, Message, TokenCounter
 from replay.baselines import Strategy
 from replay.checks import CachedCounter, RequestCheck, check_request
 from replay.records import RecordedConversation

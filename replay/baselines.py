@@ -12,9 +12,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from compaction.llm import get_litellm
-from compaction.toolpairs import SYSTEM_ROLES, group_messages
-from compaction.types import Message
+from compaction import SYSTEM_ROLES, Message, get_litellm, group_messages
 
 
 class Counts(Protocol):

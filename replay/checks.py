@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.tokens import REPLY_PRIMING, TokenCounter
-from compaction.types import Message
+from compaction import REPLY_PRIMING, Message, TokenCounter
 from replay.records import Check
-from store.content import message_text
+from store.encoding.content import message_text
 
 
 def context_text(messages: Sequence[Message]) -> str:

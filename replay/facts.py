@@ -1,6 +1,6 @@
 """Conversation-end checks of a replay: planted facts kept, corrections current, nothing invented.
 
-Independent of compaction.verify on purpose (their own simple rules), so a bug shared by the
+Independent of compaction.summarize.verify on purpose (their own simple rules), so a bug shared by the
 engine and its verifier cannot hide itself.
 """
 
@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.types import Message
+from compaction import Message
 from replay.checks import context_text, synthetic_messages
 from replay.needed_later.texts import readable_text
 from replay.records import Check
-from store.content import message_text
+from store.encoding.content import message_text
 
 ANCHOR_MARK = "<ctxproxy:anchors>"
 # A line mentioning an old value is not "presenting it as current" when it says so.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compaction.types import Message
+from compaction import Message
 from config.errors import InvalidRequestError
 
 FORMATS = ('expected {"messages": [...]} (OpenAI fine-tuning) or {"id", "messages", "tools"?, "checks"?} '

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compaction.types import Message
+from compaction import Message
 from replay.baselines import estimate_cost
 from replay.checks import RequestCheck
 from replay.facts import FactResult, check_facts, invented_facts

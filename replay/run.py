@@ -15,10 +15,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from compaction import recall
-from compaction.engine import Engine
-from compaction.tokens import TokenCounter
-from compaction.types import ChatTurn, Message, PreparedRequest, Summarizer, SummarizerChoice
+from compaction import (
+    ChatTurn,
+    Engine,
+    Message,
+    PreparedRequest,
+    Summarizer,
+    SummarizerChoice,
+    TokenCounter,
+    recall,
+)
 from config.errors import CtxProxyError
 from config.settings import (
     LOCAL_EXTRACTIVE,

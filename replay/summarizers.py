@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from compaction.summarizers import ExtractiveSummarizer, LiteLLMSummarizer
-from compaction.types import Summarizer, SummaryRequest
+from compaction import ExtractiveSummarizer, LiteLLMSummarizer, Summarizer, SummaryRequest
 from config.settings import LOCAL_EXTRACTIVE, Settings
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from compaction.types import Message
+from compaction import Message
 from replay.records import RecordedConversation, bad_line, conversation_line, json_lines
 
 Line = tuple[int, Any]  # (1-based line number, decoded JSON value)

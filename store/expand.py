@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from config.errors import InvalidRequestError, NotFoundError
-from store.content import TOOL_RESULT_NOTE, content_text, media_parts, tool_calls
+from store.encoding.content import TOOL_RESULT_NOTE, content_text, media_parts, tool_calls
 from store.ingest import Runner
 from store.rows import in_list
 

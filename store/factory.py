@@ -13,6 +13,6 @@ def open_store(settings: StoreSettings, *, autocheckpoint: bool = True) -> Store
         from store.postgres.store import PgStore
 
         return PgStore.open(settings)
-    from store.store import Store
+    from store.sqlite.store import Store
 
     return Store.open(settings, autocheckpoint=autocheckpoint)

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 from config.errors import InvalidRequestError
 from store import rows
-from store.content import message_text
-from store.identity import body_hash, canonical_bodies, chain_of
+from store.encoding.content import message_text
+from store.encoding.identity import body_hash, canonical_bodies, chain_of
+from store.encoding.running_hashes import exact_keys
 from store.models import Conversation, IngestResult, Message, StoredMessage, assembled
 from store.prefix_rows import NOTHING_MADE, Made, PrefixRows, Row
-from store.running_hashes import exact_keys
 
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
                 "created_at")
@@ -222,7 +222,7 @@ def ingest(run: Runner, messages: Sequence[Message], *, model: str, external_id:
            keys: Sequence[bytes | None] | None = None) -> IngestResult:
     """Identify the conversation, store only new messages; the caller holds the transaction.
     `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py); `keys`:
-    the messages' `exact_keys` when the caller has them (store/running_hashes.py)."""
+    the messages' `exact_keys` when the caller has them (store/encoding/running_hashes.py)."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
     keys = exact_keys(messages) if keys is None else keys

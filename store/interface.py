@@ -1,15 +1,16 @@
 """The store's contract: what compaction/, replay/ and proxy/ may call, whatever the backend.
 
-`store.store.Store` (SQLite, the embedded default) implements it; other backends implement the same
-two Protocols, so nothing above store/ depends on a backend. Every `TenantAccess` method reads or
+`store.sqlite.store.Store` (SQLite, the embedded default) and `store.postgres.store.PgStore` implement
+the same two Protocols, so nothing above store/ depends on a backend. Every `TenantAccess` method reads or
 writes only its own tenant's rows: another tenant's ids behave exactly like nonexistent ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol
 
+from config.errors import StoreError
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -130,3 +131,13 @@ class StoreBackend(Protocol):
     def size_bytes(self) -> int: ...
 
     def close(self) -> None: ...
+
+
+def refuse_newer_schema(done: set[int], known_versions: Iterable[int]) -> None:
+    """Every backend, on opening: a database written by a newer ctxproxy is never opened (this code
+    cannot know its schema). `done`: the versions the database records; `known_versions`: this code's."""
+    known = max(known_versions, default=0)
+    if done and max(done) > known:
+        raise StoreError(f"the store's schema is version {max(done)}, newer than this ctxproxy "
+                         f"understands (schema version {known}); upgrade ctxproxy, or point "
+                         "store.path at another database", code="store_schema_too_new")

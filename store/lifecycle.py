@@ -2,27 +2,18 @@
 
 Runs inside the caller's transaction with a TenantStore's tenant-bound runner. A conversation owns
 its messages, summaries (and their source links), anchors, views, compaction events, forwarded log
-and recall tool rounds; the FTS5 rows go with messages and summaries through the triggers. FTS5
-keeps a deleted document's terms in older segments until they are merged, so `merge_step` (run
-until done) merges every index into one segment; with `PRAGMA secure_delete` (store/db.py) the
-freed pages are zeroed, and a TRUNCATE checkpoint afterwards drops the WAL frames that still held
-the old pages (`Store.scrub` does both).
+and recall tool rounds; the search index rows go with messages and summaries through the triggers.
+Leaving no copy of the text in the files is the backend's part (`TenantConnection.scrub`: on SQLite,
+store/sqlite/db.py `merge_step` and a TRUNCATE checkpoint).
 """
 
 from __future__ import annotations
-
-import sqlite3
 
 from store.ingest import Runner
 
 # Tables whose rows belong to one conversation (column conversation_id), summaries aside.
 OWNED_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "forwarded_tips",
                 "tool_rounds", "step_leases")
-FTS_INDEXES = ("messages_fts", "messages_tri", "summaries_fts", "summaries_tri")
-MERGE_PAGES = 250  # per merge step: tens of milliseconds of holding the store
-MAX_MERGE_STEPS = 100_000  # a guard: new segments keep coming under load, each step is bounded
-TRUNCATE_TRIES = 100  # the WAL emptied after a delete: tried again while another checkpoint runs...
-TRUNCATE_RETRY_S = 0.02  # ...this far apart (a periodic PASSIVE checkpoint takes milliseconds)
 
 
 def delete_conversations(run: Runner, selector: str, params: dict[str, object]) -> int:
@@ -40,15 +31,3 @@ def delete_conversations(run: Runner, selector: str, params: dict[str, object]) 
         f"({chosen})", params)
     run(f"DELETE FROM conversations WHERE tenant_id = :tenant AND ({selector})", params)
     return count
-
-
-def merge_step(conn: sqlite3.Connection, index: str, pages: int = MERGE_PAGES) -> bool:
-    """One bounded step (about `pages` pages of work) of merging `index` into a single segment, which
-    drops the entries of deleted rows for good; True while there is more to do.
-
-    A full `optimize` does the same in one statement, which on a large store holds the write lock
-    for seconds (1.1 s at 50k messages); steps let requests in between.
-    """
-    before = conn.total_changes
-    conn.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('merge', ?)", (-pages,))
-    return conn.total_changes - before > 1

@@ -7,10 +7,10 @@ once is as good as a row read again. Only rows read from the database (committed
 rows being written, and a cached run is used only when the request's own chain hash confirms it.
 
 Beside the rows, the StoredMessages ingest made of them last time, each with the exact JSON of the
-request message its body came from (store/running_hashes.py `exact_keys`): a resent message with the
+request message its body came from (store/encoding/running_hashes.py `exact_keys`): a resent message with the
 same exact JSON over the same row (its `pinned` flag included) is that same record, so it is reused
 instead of being built again. A record's body is never handed to a provider (the engine forwards the
-request's own dicts), only read. Kept keys are right-sized copies (store/running_hashes.py `kept`).
+request's own dicts), only read. Kept keys are right-sized copies (store/encoding/running_hashes.py `kept`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from store.encoding.running_hashes import as_held, kept, key_bytes
 from store.models import StoredMessage
-from store.running_hashes import as_held, kept, key_bytes
 
 Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
 MAX_ROWS = 16_384  # some 50 resent 100k-token histories

@@ -16,7 +16,7 @@ import time
 from config.errors import StoreError
 from store import ingest as ingest_mod
 from store import rows
-from store.identity import body_hash, canonical_bodies, chain_from_bodies
+from store.encoding.identity import body_hash, canonical_bodies, chain_from_bodies
 from store.ingest import Runner
 from store.models import Message, StoredMessage
 

@@ -5,7 +5,7 @@ and what it says (its content): a writer storing the very summary another alread
 racing replica whose local levels are deterministic) gets the stored one back (`INSERT ... ON
 CONFLICT DO NOTHING`), while a deliberate re-summary of the same sources, tighter or by another
 summarizer, is a summary of its own. Racing summarizer calls are prevented earlier, by the step
-claims (compaction/claims.py). `dedupe_summaries` is the migration step (SQLite and PostgreSQL
+claims (compaction/steps/claims.py). `dedupe_summaries` is the migration step (SQLite and PostgreSQL
 alike) that keys existing rows and folds exact duplicates into their oldest copy.
 """
 

@@ -113,9 +113,10 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def fresh_resends(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test's engines start with no previous requests in memory (compaction/resend.py): a
+    """Each test's engines start with no previous requests in memory (compaction/resend/previous.py): a
     process has one store, so what a test's store held must not meet the next test's."""
-    from compaction import engine, resend
+    from compaction import engine
+    from compaction.resend import previous as resend
 
     monkeypatch.setattr(engine, "RESENDS", resend.Resends())
 

@@ -16,7 +16,7 @@ from typing import Any
 from bench.agentloop.facts import Fact, draw_facts
 from bench.agentloop.outputs import RUNNERS, Output, file_read, filler_path, grep, symbol
 from bench.agentloop.prose import PROSE, Language, Prose
-from compaction.types import Message
+from compaction import Message
 from replay.records import Check, RecordedConversation
 
 TOKENS_PER_ROUND = 620  # measured mean of a round (note, call, output) across languages

@@ -81,7 +81,7 @@ def quiet_logs() -> None:
 
 
 def _options(args: argparse.Namespace, settings: Settings) -> ReplayOptions:
-    from compaction.budget import resolve_context_window
+    from compaction import resolve_context_window
     from replay.run import ReplayOptions
 
     entry = settings.find_model(args.model)

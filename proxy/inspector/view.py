@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from store.content import message_text
+from store.encoding.content import message_text
 from store.models import (
     Anchor,
     CompactionEvent,
@@ -28,7 +28,7 @@ SCHEMA_VERSION = 1
 
 
 class InspectableStore(Protocol):
-    """The read-only slice of `store.store.TenantStore` the inspector needs (tenant-scoped reads)."""
+    """The read-only slice of `store.tenant.TenantStore` the inspector needs (tenant-scoped reads)."""
 
     def list_conversations(self, limit: int = 50) -> list[Conversation]: ...
     def conversation(self, conversation_id: str) -> Conversation: ...

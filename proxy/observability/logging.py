@@ -1,7 +1,7 @@
 """structlog, configured per app (no global state): JSON or console lines, secrets redacted.
 
 Every event dict passes `redaction_processor` before rendering: credential-bearing keys are
-dropped outright and every string value goes through compaction.redact.redact_obj. One canonical
+dropped outright and every string value goes through compaction.summarize.redact.redact_obj. One canonical
 `request` line per request is emitted by proxy/server/middleware.py from a RequestRecord.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import FilteringBoundLogger
 
-from compaction.redact import redact_obj
+from compaction import redact_obj
 
 # Keys never logged, whatever their value looks like (compared case-insensitively).
 DROPPED_KEYS = frozenset({"authorization", "api_key", "apikey", "x-api-key", "proxy-authorization",

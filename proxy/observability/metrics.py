@@ -157,7 +157,7 @@ class Metrics:
 
     def observe_prepared(self, prepared: Any, early: bool = False) -> None:
         """Token, unused-budget, prefix-stability and forced-truncation figures of one PreparedRequest
-        (`early`: handed over before its bookkeeping, compaction/early_forward.py).
+        (`early`: handed over before its bookkeeping, compaction/resend/early_forward.py).
 
         Its compaction events are counted by the engine's observer (proxy/observability/observer.py), like
         background ones, so they are not counted here again.

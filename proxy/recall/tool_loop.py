@@ -20,7 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from compaction.types import Message
+from compaction import Message
 from config.errors import CtxProxyError
 from proxy.upstream.wire import first_message, merge_tool_call, new_tool_call, tool_call_index
 
@@ -40,7 +40,7 @@ class RecallTools(Protocol):
 
 
 class ResultLimit(Protocol):
-    """Keeps what the rounds add within the request's budget (compaction.recall_budget.ResultBudget)."""
+    """Keeps what the rounds add within the request's budget (compaction's ResultBudget)."""
 
     def spend(self, messages: Sequence[Message]) -> None: ...
 

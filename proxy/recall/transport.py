@@ -13,11 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction import recall
-from compaction.recall_budget import ResultBudget
-from compaction.redact import redact_obj
-from compaction.tokens import TokenCounter
-from compaction.types import Message, PreparedRequest
+from compaction import Message, PreparedRequest, ResultBudget, TokenCounter, recall, redact_obj
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
 from proxy.engine_host import InlineRunner, StoreRunner

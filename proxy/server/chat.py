@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from compaction import recall
-from compaction.types import ChatTurn, Credentials, Message, PreparedRequest
+from compaction import ChatTurn, Credentials, Message, PreparedRequest, recall
 from config.errors import (
     InvalidRequestError,
     ModelNotFoundError,

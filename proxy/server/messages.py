@@ -13,8 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from compaction.tokens import TokenCounter
-from compaction.types import Message
+from compaction import Message, TokenCounter
 from config.errors import ModelNotFoundError
 from proxy import appkeys
 from proxy.server import ownership

@@ -21,8 +21,7 @@ from typing import Any
 
 import orjson
 
-from compaction.sized_lru import SizedLru
-from compaction.types import Message
+from compaction import Message, SizedLru
 
 MIN_BYTES = 32 * 1024  # a smaller body parses in well under 0.1 ms: not worth holding
 MAX_BYTES = 16 * 1024 * 1024  # about 20 resent 100k-token histories (at the estimate in `_size`)

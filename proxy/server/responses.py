@@ -13,8 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from compaction import recall
-from compaction.types import Message
+from compaction import Message, recall
 from proxy import appkeys
 from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response

@@ -11,8 +11,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from compaction.summarizers import ExtractiveSummarizer, LiteLLMSummarizer, endpoint_identity
-from compaction.types import ChatTurn, Summarizer, SummarizerChoice
+from compaction import (
+    ChatTurn,
+    ExtractiveSummarizer,
+    LiteLLMSummarizer,
+    Summarizer,
+    SummarizerChoice,
+    endpoint_identity,
+)
 from config.settings import LOCAL_EXTRACTIVE, Settings
 
 MAX_CACHED = 1_024

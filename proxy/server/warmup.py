@@ -47,10 +47,9 @@ def tokenizer_models(settings: Settings) -> tuple[str, ...]:
 
 def load_heavy(settings: Settings) -> None:
     """The blocking part (a worker thread runs it): import litellm, load every needed tokenizer."""
-    from compaction import llm
-    from compaction.tokens import TokenCounter
+    from compaction import TokenCounter, get_litellm
 
-    llm.get_litellm()
+    get_litellm()
     for name in tokenizer_models(settings):
         TokenCounter.for_model(name)
 

@@ -10,7 +10,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 
-from compaction.budget import WindowSource, resolve_context_window
+from compaction import WindowSource, resolve_context_window
 from config.settings import Settings
 
 MAX_CACHED_MODELS = 1024
@@ -18,7 +18,7 @@ Resolve = Callable[[Settings, str], tuple[int, WindowSource]]
 
 
 class WindowResolver:
-    """Caches `compaction.budget.resolve_context_window` (LRU, `max_size` names); the first lookup
+    """Caches `compaction.view.budget.resolve_context_window` (LRU, `max_size` names); the first lookup
     of a name runs off the loop."""
 
     def __init__(self, settings: Settings, max_size: int = MAX_CACHED_MODELS,

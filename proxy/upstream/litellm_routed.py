@@ -72,7 +72,7 @@ class LiteLLMUpstream:
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
-        from compaction.llm import get_litellm_async
+        from compaction import get_litellm_async
 
         with provider_call(params):
             litellm = await get_litellm_async()
@@ -82,7 +82,7 @@ class LiteLLMUpstream:
 
     async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
                           api_key: str | None) -> StreamingReply:
-        from compaction.llm import get_litellm_async
+        from compaction import get_litellm_async
 
         with provider_call(params):
             litellm = await get_litellm_async()

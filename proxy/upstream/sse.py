@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from compaction.types import Message
+from compaction import Message
 from config.errors import CtxProxyError, UpstreamError
 from proxy.upstream.wire import merge_tool_call, new_tool_call, tool_call_index
 

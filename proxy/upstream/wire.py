@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction.types import Message
-from store.fastjson import dumps_compact
+from compaction import Message
+from store.encoding.fastjson import dumps_compact
 
 
 class EncodedMessages(list[Message]):

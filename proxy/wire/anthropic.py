@@ -13,8 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction.messages import OPAQUE_TEXT_FIELD
-from compaction.types import Message
+from compaction import OPAQUE_TEXT_FIELD, Message
 from config.errors import InvalidRequestError
 
 BLOCKS_KEY = "ctxproxy_blocks"  # the original content (string or blocks) of a canonical message

@@ -11,8 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from compaction.messages import OPAQUE_TEXT_FIELD
-from compaction.types import Message
+from compaction import OPAQUE_TEXT_FIELD, Message
 from proxy.wire.anthropic import BLOCKS_KEY, SYSTEM_KEY
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",

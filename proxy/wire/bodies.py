@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from compaction.messages import OPAQUE_TEXT_FIELD
-from compaction.types import Message
+from compaction import OPAQUE_TEXT_FIELD, Message
 from proxy.wire import anthropic, responses
 from proxy.wire.anthropic_translate import chat_tools
 

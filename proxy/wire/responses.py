@@ -13,8 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from compaction.messages import OPAQUE_TEXT_FIELD
-from compaction.types import Message
+from compaction import OPAQUE_TEXT_FIELD, Message
 from config.errors import InvalidRequestError
 
 ITEMS_KEY = "ctxproxy_items"  # the original items of a canonical message (never sent as such)

@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from compaction.types import Message
+from compaction import Message
 from replay.needed_later.placeholders import has_marker
 from replay.needed_later.texts import occurs, readable_text
-from store.content import content_text
+from store.encoding.content import content_text
 
 OriginKind = Literal["raw", "summary", "anchors", "system"]
 Mechanism = Literal["cut", "dropped_raw", "dropped_summary", "summarised_without_it",

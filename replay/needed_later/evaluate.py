@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
 
-from compaction.budget import Budget
-from compaction.tokens import REPLY_PRIMING, TokenCounter
-from compaction.types import Message, Summarizer
+from compaction import REPLY_PRIMING, Budget, Message, Summarizer, TokenCounter
 from replay.baseline_run import budget_for, replay_baseline
 from replay.baselines import BASELINES, sliding_window
 from replay.checks import CachedCounter, message_identity

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Literal
 
-from compaction.tokens import TokenCounter
+from compaction import TokenCounter
 
 Kind = Literal["url", "path", "symbol", "file", "test_id", "dotted", "version", "date", "uuid", "hash",
                "kebab", "snake", "camel", "error", "alnum", "number", "quantity", "quoted", "command"]

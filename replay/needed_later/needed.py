@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.toolpairs import SYSTEM_ROLES
-from compaction.types import Message
+from compaction import SYSTEM_ROLES, Message
 from replay.needed_later.identifiers import Found, IdentifierExtractor, Kind
 from replay.needed_later.shell import command_heads
 from replay.needed_later.texts import TextIndex, authored_text, occurs, readable_text, shell_commands

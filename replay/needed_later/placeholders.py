@@ -1,6 +1,6 @@
 """Placeholders: forwarded text that only stands for content ctxproxy left out, and its token share.
 
-A placeholder is, in a forwarded message's text (`store.content.message_text`):
+A placeholder is, in a forwarded message's text (`store.encoding.content.message_text`):
 
 1. a marker, counted with all the text inside it: a `[ctxproxy: ...]` note (truncation, elision,
    a cut recall result: every ctxproxy note in brackets stands for something cut), a `[... ...]`
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from store.content import message_text
+from store.encoding.content import message_text
 
 HUSK_CHARS = 16
 MARKER = re.compile(r"\[ctxproxy:[^\]\n]*\]|\[\.\.\.[^\]\n]*\]|\(\d+ [^()\n]{0,80}\bleft out\b[^()\n]*\)")

@@ -1,6 +1,6 @@
 """Messages as the needed-later measure reads them: readable text, authored text, shell commands.
 
-The readable text of a message is `store.content.message_text` (the one message-to-text rule) plus
+The readable text of a message is `store.encoding.content.message_text` (the one message-to-text rule) plus
 the decoded values of its tool-call arguments, so an identifier inside a JSON string is found even
 when the raw arguments escape it (`"cd /repo\\nls"`). Matching is word-bounded and case-sensitive on
 ASCII word characters, so CJK or Portuguese text glued to an identifier does not hide it.
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from compaction.types import Message
-from store.content import content_text, message_text
+from compaction import Message
+from store.encoding.content import content_text, message_text
 
 _SHELL_FENCE = re.compile(r"```(?:bash|sh|shell|console)\n(.*?)```", re.S)
 _WORD_RUN = re.compile(r"[A-Za-z0-9_]+")

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend, shared by replicas: one connection, its migrations and tsvector search."""

@@ -1,6 +1,6 @@
 """Numbered PostgreSQL schema migrations, each applied in its own transaction and recorded.
 
-The same tables and columns as the SQLite schema (store/migrations.py), so the store's portable SQL
+The same tables and columns as the SQLite schema (store/sqlite/migrations.py), so the store's portable SQL
 runs unchanged; full-text search is a `tsv` column kept by a trigger (unaccented 'simple' words,
 GIN-indexed) plus a pg_trgm index for substrings. Every migration transaction first takes one
 advisory lock, so replicas starting together apply each migration exactly once.
@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.errors import StoreError
-from store.migrations import Migration as SqliteMigration
-from store.migrations import refuse_newer_schema
+from store.interface import refuse_newer_schema
 from store.postgres.db import Database
 from store.summaries import dedupe_summaries
 
@@ -217,7 +216,7 @@ def applied_versions(db: Database) -> set[int]:
 def apply_migrations(db: Database, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
     """Apply the missing migrations in order, each in one transaction; return the versions applied."""
     done = applied_versions(db)
-    refuse_newer_schema(done, [SqliteMigration(m.version, m.name, "") for m in migrations])
+    refuse_newer_schema(done, (m.version for m in migrations))
     applied: list[int] = []
     for migration in sorted(migrations, key=lambda m: m.version):
         if migration.version in done:

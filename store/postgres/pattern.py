@@ -1,4 +1,4 @@
-"""The search pattern language (parsed by store/pattern.py) compiled to PostgreSQL conditions.
+"""The search pattern language (parsed by store/query/pattern.py) compiled to PostgreSQL conditions.
 
 Words mode becomes one tsquery over the `tsv` column: each word or phrase a `phraseto_tsquery`, a
 prefix a `:*` lexeme, AND/OR/NOT as `&&`/`||`/`&& !!`; text is unaccented and split on anything but
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from store.pattern import Group, Leaf, Mode, Node, compile_pattern, parse_pattern
-from store.snippet import Phrase, phrase
+from store.query.pattern import Group, Leaf, Mode, Node, compile_pattern, parse_pattern
+from store.query.snippet import Phrase, phrase
 
 _WORDS = "ctxproxy_query_words({p})"
 _PHRASE = "phraseto_tsquery('simple', " + _WORDS + ")"

@@ -1,10 +1,11 @@
-"""Full-text search on PostgreSQL: the SQLite store's semantics (store/search.py) over tsvector/pg_trgm.
+"""Full-text search on PostgreSQL: the SQLite store's semantics (store/sqlite/search.py), tsvector/pg_trgm.
 
-Same validation, filters and bounded ranking: each scope ranks only the CANDIDATES most recent matches
-passing the filters (highest id first), best first; ranks are negative (better = more negative) so
-hits of both scopes merge like bm25's. Words rank by ts_rank, with snippets cut in Python as FTS5 cuts
-them (store/snippet.py: ts_headline's parser splits `PED-89415-X` unlike the index, so it missed such
-ids); substrings rank by pg_trgm word similarity with the first match bracketed.
+Same validation and filters (store/query/filters.py) and bounded ranking: each scope ranks only the
+CANDIDATES most recent matches passing the filters (highest id first), best first; ranks are negative
+(better = more negative) so hits of both scopes merge like bm25's. Words rank by ts_rank, with
+snippets cut in Python as FTS5 cuts them (store/query/snippet.py: ts_headline's parser splits
+`PED-89415-X` unlike the index, so it missed such ids); substrings rank by pg_trgm word similarity
+with the first match bracketed.
 
 Where the time goes (100k messages, bench/search_pg.py): a scope's cost is one heap visit per match of
 the tenant (the GIN index yields row addresses, the id that orders candidates is in the heap), then
@@ -22,12 +23,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from store import search as sqlite_search
 from store.ingest import Runner
 from store.models import SearchHit, SearchQuery
 from store.postgres.pattern import Compiled, compile_pg
-from store.search import Filters
-from store.snippet import snippet as word_snippet
+from store.query import filters
+from store.query.filters import Filters, parse_filters, where_clause
+from store.query.snippet import SNIPPET_TOKENS
+from store.query.snippet import snippet as word_snippet
 
 Statement = tuple[str, dict[str, Any]]
 Kind = Literal["message", "summary"]
@@ -47,7 +49,7 @@ RANK_WINDOW = 256
 
 
 def _where(f: Filters, alias: str, with_role: bool) -> tuple[str, dict[str, Any]]:
-    where, params = sqlite_search.where_clause(f, alias, with_role)
+    where, params = where_clause(f, alias, with_role)
     params.pop("match", None)
     return where, params
 
@@ -85,7 +87,7 @@ def _sql(c: Compiled, table: str, alias: str, key: str, column: str, columns: st
 def _snippet(c: Compiled, text: str) -> str:
     """Words: FTS5's snippet of the text. Substrings: the text around the first match, matches bracketed."""
     if c.mode == "words":
-        return word_snippet(text, c.phrases, sqlite_search.SNIPPET_TOKENS["words"])
+        return word_snippet(text, c.phrases, SNIPPET_TOKENS["words"])
     found = [m for t in c.terms if (m := re.search(re.escape(t), text, re.IGNORECASE))]
     start = min((m.start() for m in found), default=0)
     lo = max(0, start - _SNIPPET_CHARS // 2)
@@ -97,7 +99,7 @@ def _snippet(c: Compiled, text: str) -> str:
 
 def _params(c: Compiled, params: dict[str, Any]) -> dict[str, Any]:
     anchor = c.terms[0].lower() if c.terms else ""
-    return {**params, **c.params, "terms": " ".join(c.terms), "n": sqlite_search.CANDIDATES,
+    return {**params, **c.params, "terms": " ".join(c.terms), "n": filters.CANDIDATES,
             "anchor": anchor, "half": RANK_WINDOW // 2, "span": RANK_WINDOW + len(anchor)}
 
 
@@ -143,7 +145,7 @@ class Planned:
 
 def plan(q: SearchQuery, now: float | None = None) -> Planned:
     """The statements of a search (validated exactly as the SQLite store validates)."""
-    f = sqlite_search.parse_filters(q, time.time() if now is None else now)
+    f = parse_filters(q, time.time() if now is None else now)
     c = compile_pg(q.pattern)
     kinds: list[Kind] = []
     if q.scope in ("message", "both"):
@@ -155,7 +157,7 @@ def plan(q: SearchQuery, now: float | None = None) -> Planned:
 
 
 def search(run: Runner, q: SearchQuery, now: float | None = None) -> list[SearchHit]:
-    """Hits of the tenant, best rank first (the SQLite store's contract, store/search.py), one
-    statement at a time through `run` (the store sends them in one round trip: PgTenantStore.search)."""
+    """Hits of the tenant, best rank first (the SQLite store's contract, store/sqlite/search.py), one
+    statement at a time through `run` (the store sends them in one round trip: PgTenantConnection.search)."""
     planned = plan(q, now)
     return planned.hits([run(sql, params).fetchall() for sql, params in planned.statements])

@@ -1,7 +1,7 @@
 """The PostgreSQL store: the shared backend replicas use (`store.url: postgresql://...`).
 
-`PgTenantStore` runs the SQLite store's portable queries (store/store.py and the modules it calls)
-through its own `_run`, the one place that binds the tenant; only search differs
+`PgStore.for_tenant` hands out the backend-independent TenantStore (store/tenant.py) running over a
+`PgTenantConnection`, whose `run` is the one place that binds the tenant; search is its own
 (store/postgres/search.py). Every write transaction first takes its conversation's advisory lock
 (`_conversation_key`), so writes to one conversation are serialised across processes (READ COMMITTED
 then sees the other replica's committed rows) while other conversations proceed; a killed replica's
@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
 from config.errors import StoreError
 from config.settings import StoreSettings
-from store import ingest as ingest_mod
-from store.anchors import upsert_anchors
-from store.identity import canonical_bodies, chain_from_bodies
+from store.encoding.identity import canonical_bodies, chain_from_bodies
 from store.ingest import Cursor
-from store.models import Anchor as AnchorRecord
-from store.models import AnchorDraft, IngestResult, Message, SearchHit, SearchQuery
+from store.models import SearchHit, SearchQuery
 from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import apply_migrations
 from store.prefix_rows import PrefixRows
-from store.search import validate
-from store.store import TenantStore, tenant_id
+from store.tenant import TenantStore, tenant_id
 
 _OWN_CONVERSATION = "SELECT 1 FROM conversations WHERE tenant_id = :tenant AND id = :cid"
 _LOCK_KEY_CACHE = 100_000  # conversations whose lock key is remembered (cleared when full)
@@ -39,7 +35,7 @@ class _Rollback(Exception):
 
 
 class PgStore:
-    """Owns the PostgreSQL connection and the tenant secret; hands out PgTenantStores."""
+    """Owns the PostgreSQL connection and the tenant secret; hands out TenantStores."""
 
     def __init__(self, db: Database, tenant_secret: str, settings: StoreSettings) -> None:
         self.db = db
@@ -69,8 +65,8 @@ class PgStore:
     def tenant_id_for_key(self, api_key: str | None) -> str:
         return tenant_id(self._secret, api_key)
 
-    def for_tenant(self, tenant_id: str) -> PgTenantStore:
-        return PgTenantStore(self, tenant_id)
+    def for_tenant(self, tenant_id: str) -> TenantStore:
+        return TenantStore(PgTenantConnection(self, tenant_id))
 
     def tenant_ids(self) -> list[str]:
         """Tenants with at least one conversation, most recent activity first (operator views)."""
@@ -105,14 +101,15 @@ def _stored_secret(db: Database) -> str:
     return str(row[0])
 
 
-class PgTenantStore(TenantStore):
-    """One tenant's data on PostgreSQL: TenantStore's queries, run through this `_run`."""
+class PgTenantConnection:
+    """One tenant's queries on the PostgreSQL connection, each write under its conversation's lock."""
 
-    def __init__(self, store: PgStore, tenant_id: str) -> None:  # no Store to hand to TenantStore
+    def __init__(self, store: PgStore, tenant_id: str) -> None:
         self._pg = store
         self.tenant_id = tenant_id
+        self.prefix_rows = store.prefix_rows
 
-    def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+    def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
         return self._pg.db.execute(*self._bound(sql, params))
 
@@ -122,7 +119,7 @@ class PgTenantStore(TenantStore):
         return sql, {**(params or {}), "tenant": self.tenant_id}
 
     @contextmanager
-    def _tx(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
+    def transaction(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
         """A write transaction holding the conversation's lock (see `_conversation_key`)."""
         keys = (self._conversation_key(conversation_id),) if conversation_id is not None else ()
         with self._pg.db.transaction(*keys, durable=durable):
@@ -141,9 +138,9 @@ class PgTenantStore(TenantStore):
         cached = self._pg.lock_keys.get((self.tenant_id, conversation_id))
         if cached is not None:
             return cached
-        found = self._run("SELECT seq, chain_hash FROM messages WHERE tenant_id = :tenant AND "
-                          "conversation_id = :cid AND seq <= 1 ORDER BY seq DESC LIMIT 1",
-                          {"cid": conversation_id}).fetchone()
+        found = self.run("SELECT seq, chain_hash FROM messages WHERE tenant_id = :tenant AND "
+                         "conversation_id = :cid AND seq <= 1 ORDER BY seq DESC LIMIT 1",
+                         {"cid": conversation_id}).fetchone()
         key = self._lock_key(found[1] if found is not None else "conversation:" + conversation_id)
         if found is not None and found[0] == 1:  # a stored second message never changes: keep it
             if len(self._pg.lock_keys) >= _LOCK_KEY_CACHE:
@@ -151,43 +148,35 @@ class PgTenantStore(TenantStore):
             self._pg.lock_keys[(self.tenant_id, conversation_id)] = key
         return key
 
-    def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
-               count_tokens: Callable[[Message], int],
-               keys: Sequence[bytes | None] | None = None) -> IngestResult:
-        """Store a request's history (store/ingest.py) under the locks of every conversation it can
-        extend: its first message's chain hash, then its second's (a fixed order: no deadlock).
-        `keys`: the messages' exact JSON when the caller has it (store/running_hashes.py)."""
+    def ingest_transaction(self, messages: Sequence[dict[str, Any]]) -> AbstractContextManager[None]:
+        """Ingest under the locks of every conversation a request can extend: its first message's
+        chain hash, then its second's (a fixed order: no deadlock)."""
         chain = chain_from_bodies(canonical_bodies(messages[:2])) if messages else []
-        with self._pg.db.transaction(*(self._lock_key(h) for h in chain)):
-            return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
-                                     count_tokens=count_tokens, prefix_rows=self._pg.prefix_rows,
-                                     keys=keys)
+        return self._pg.db.transaction(*(self._lock_key(h) for h in chain))
 
-    def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[AnchorRecord]:
-        """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
+    @contextmanager
+    def rolled_back(self, conversation_id: str) -> Iterator[None]:
+        """A transaction, holding the conversation's lock, undone when the block ends (previews)."""
         try:
-            with self._tx(conversation_id):
-                self.conversation(conversation_id)
-                upsert_anchors(self._run, conversation_id, drafts)
-                active = self.anchors(conversation_id)
+            with self.transaction(conversation_id):
+                yield
                 raise _Rollback
         except _Rollback:
-            return active
+            pass
 
-    def _scrub(self) -> None:
+    def scrub(self) -> None:
         """Deleted rows are dead tuples until (auto)vacuum reclaims them; nothing to do here."""
 
-    def search(self, q: SearchQuery) -> list[SearchHit]:
+    def search(self, q: SearchQuery, check: Callable[[str], object]) -> list[SearchHit]:
         """Full-text search (store/postgres/search.py); a named conversation must be this tenant's.
 
         The conversation check and each scope's statement go in one round trip, under the search's
         planner settings."""
-        validate(q)
         planned = pg_search.plan(q)
         named = None if q.all_conversations else q.conversation_id
         checks = [(_OWN_CONVERSATION, {"cid": named})] if named else []
         results = self._pg.db.read_many([self._bound(sql, params) for sql, params in
                                          (*checks, *planned.statements)], pg_search.SETTINGS)
         if named and results[0].fetchone() is None:
-            self.conversation(named)  # raises the store's NotFoundError
+            check(named)  # raises the store's NotFoundError
         return planned.hits(results[len(checks):])

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from compaction.planner import Slot, raw_entries
-from compaction.selection import Entry
 from compaction.toolpairs import Group
+from compaction.view.entry import Entry
+from compaction.view.plan import Slot, raw_entries
 from store.models import StoredMessage, assembled, field_names
 
 VALUES: dict[type[Any], dict[str, Any]] = {

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from compaction.engine import Engine
-from compaction.steps import LANDING_TOLERANCE_PERCENT
+from compaction.steps.loop import LANDING_TOLERANCE_PERCENT
 from compaction.types import ChatTurn, Message, SummarizerChoice
 from config.errors import InvalidRequestError
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import MODEL, asst, sys, tool, user
 from tests.fakes.summarizer import INVENTED, ScriptedSummarizer
 

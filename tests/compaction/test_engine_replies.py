@@ -10,7 +10,7 @@ import pytest
 
 from compaction.engine import Engine
 from config.settings import StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.compaction.conftest import asst, sys, user
 from tests.compaction.test_engine import make_engine, turn
 from tests.fakes.summarizer import ScriptedSummarizer

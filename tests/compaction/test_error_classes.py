@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from compaction import llm, recall
+from compaction import llm
+from compaction.recall import tools as recall
 from config.errors import CtxProxyError
 from config.settings import RecallSettings, StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 
 
 @pytest.mark.parametrize(("name", "arguments", "message"), [

@@ -8,7 +8,7 @@ import pytest
 
 from compaction.messages import is_pinned, strip_private_fields, validate_messages
 from config.errors import InvalidRequestError
-from store.content import message_text
+from store.encoding.content import message_text
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 
@@ -70,9 +70,9 @@ def test_accessors() -> None:
 
 
 def test_elision_cuts_input_text_parts() -> None:
-    from compaction.elision import elide
-    from compaction.planner import Slot
     from compaction.tokens import TokenCounter
+    from compaction.view.elision import elide
+    from compaction.view.plan import Slot
     counter = TokenCounter.for_model("gpt-4o")
     message = {"role": "user", "content": [{"type": "input_text", "text": "word " * 500}]}
     slot = Slot(message=message, tokens=counter.count_message(message), category="fresh_tail", group=1,

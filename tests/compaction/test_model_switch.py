@@ -12,7 +12,7 @@ from compaction.engine import Engine
 from compaction.tokens import TokenCounter
 from compaction.types import ChatTurn, Message, SummarizerChoice
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.fakes.summarizer import ScriptedSummarizer
 
 SETTINGS = CompactionSettings(summarize_token_percent=70, target_token_percent=40, prepare_token_percent=30,

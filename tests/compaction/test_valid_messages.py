@@ -9,7 +9,7 @@ import pytest
 
 from compaction.messages import ValidMessages, validate_messages
 from config.errors import InvalidRequestError
-from store.running_hashes import exact_keys
+from store.encoding.running_hashes import exact_keys
 from tests.compaction.conftest import asst, sys, tool, user
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from compaction.anchors import ANCHOR_BLOCK_OPEN
-from compaction.early_forward import EarlyForward
+from compaction.anchors.extract import ANCHOR_BLOCK_OPEN
 from compaction.engine import EarlyStart
-from compaction.summarizers import ExtractiveSummarizer, source_from_prompt
+from compaction.resend.early_forward import EarlyForward
+from compaction.summarize.summarizers import ExtractiveSummarizer, source_from_prompt
 from compaction.tokens import REPLY_PRIMING, TokenCounter
 from compaction.toolpairs import pairing_violations
 from compaction.types import ChatTurn, PreparedRequest

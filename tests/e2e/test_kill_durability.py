@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from config.settings import StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.e2e.server_process import ServerProcess, free_port, write_config
 from tests.fakes.upstream import FakeUpstream, Reply
 

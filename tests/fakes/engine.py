@@ -6,8 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
-from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
+from compaction.resend.early_forward import EarlyForward
 from compaction.types import ChatTurn, Message, PreparedRequest
 from proxy import appkeys
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from compaction.summarizers import ExtractiveSummarizer, source_from_prompt
+from compaction.summarize.summarizers import ExtractiveSummarizer, source_from_prompt
 from compaction.types import SummaryRequest
 from config.errors import SummarizerError
 

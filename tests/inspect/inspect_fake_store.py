@@ -1,4 +1,4 @@
-"""In-memory stand-in for store.store.TenantStore, for the pure inspect_view tests (same signatures)."""
+"""In-memory stand-in for store.tenant.TenantStore, for the pure inspect_view tests (same signatures)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from compaction.types import Message
 from config.errors import NotFoundError
-from store import forwarded
+from store.encoding import forwarded
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -118,7 +118,7 @@ class FakeTenantStore:
         return [e for e in self._events if e.conversation_id == conversation_id]
 
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
-        """Compared with the previous request like the real store (store/forwarded.py)."""
+        """Compared with the previous request like the real store (store/encoding/forwarded.py)."""
         earlier = [f for f in self._fwd if f.conversation_id == rec.conversation_id]
         previous = forwarded.pack(earlier[-1].prefix_hashes) if earlier else None
         shared, extends = forwarded.compare(previous, forwarded.pack(rec.prefix_hashes))

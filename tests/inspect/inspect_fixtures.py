@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from pytest_aiohttp import AiohttpServer
 
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
-from store.store import Store
+from store.sqlite.store import Store
 from tests.fakes.engine import UnusedEngine
 from tests.inspect.inspect_scenario import MODEL, Scenario, count_tokens, populate
 

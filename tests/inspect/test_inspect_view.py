@@ -13,7 +13,8 @@ from config.errors import NotFoundError
 from config.settings import StoreSettings
 from proxy.inspector import view as inspect_view
 from store.models import ContextView, SummaryDraft, ViewItem
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.inspect.inspect_fake_store import FakeTenantStore
 from tests.inspect.inspect_fixtures import API_KEY, Populated
 from tests.inspect.inspect_scenario import ORIGINAL_TEXT, PINNED_TEXT, count_tokens

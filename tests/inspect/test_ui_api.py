@@ -7,7 +7,7 @@ from pytest_aiohttp import AiohttpClient
 
 from config.settings import StoreSettings
 from proxy.inspector import view as inspect_view
-from store.store import Store
+from store.sqlite.store import Store
 from tests.inspect.inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiClient, UiServerFactory
 from tests.inspect.inspect_scenario import ORIGINAL_TEXT
 

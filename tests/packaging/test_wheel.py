@@ -53,7 +53,10 @@ def test_the_wheel_carries_every_package_and_the_ui_assets(installed: Path) -> N
     (wheel,) = (installed / "dist").glob("ctxproxy-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for package in ("proxy", "proxy/server", "proxy/upstream", "proxy/recall", "proxy/inspector",
-                    "proxy/cli", "proxy/observability", "compaction", "store", "config", "replay"):
+                    "proxy/cli", "proxy/observability", "compaction", "compaction/view", "compaction/steps",
+                    "compaction/summarize", "compaction/anchors", "compaction/recall", "compaction/resend",
+                    "store", "store/sqlite", "store/postgres", "store/encoding", "store/query", "config",
+                    "replay"):
         assert f"{package}/__init__.py" in names, package
     assets = ("index.html", "login.html", "app.js", "style.css")
     assert {f"proxy/inspector/static/{n}" for n in assets} <= names

@@ -126,6 +126,6 @@ def check_one_clean_conversation(store: PgStore, key: str, messages: int) -> lis
 
 def check_each_prompt_summarized_once(summarizer: FakeUpstream) -> None:
     """No two steps (of one replica or of two) sent the summarizer the same chunk at the same level
-    and target: each step ran under its claim on the conversation (compaction/claims.py)."""
+    and target: each step ran under its claim on the conversation (compaction/steps/claims.py)."""
     prompts = [json.dumps(r.body.get("messages"), sort_keys=True) for r in summarizer.requests]
     assert len(prompts) == len(set(prompts)), f"{len(prompts) - len(set(prompts))} repeated prompts"

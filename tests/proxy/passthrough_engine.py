@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
 from compaction.messages import strip_private_fields, validate_messages
+from compaction.resend.early_forward import EarlyForward
 from compaction.tokens import TokenCounter
 from compaction.types import ChatTurn, Message, Occupancy, PreparedRequest
 

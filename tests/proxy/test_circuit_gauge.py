@@ -9,8 +9,8 @@ import asyncio
 import pytest
 import structlog
 
-from compaction.breakers import SummarizerPool
-from compaction.prompts import build_request
+from compaction.summarize.breakers import SummarizerPool
+from compaction.summarize.prompts import build_request
 from compaction.types import ChatTurn, SummarizerChoice
 from config.errors import SummarizerError
 from config.settings import LiteLLMParams, Settings, SummarizerSettings

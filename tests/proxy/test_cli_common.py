@@ -12,7 +12,7 @@ from config.errors import ConfigError
 from config.settings import StoreSettings
 from proxy.cli.common import API_KEY_ENV, tenant_of
 from proxy.cli.main import main
-from store.store import Store
+from store.sqlite.store import Store
 
 MISSING = f"pass --api-key KEY or --tenant ID (or set {API_KEY_ENV})"
 

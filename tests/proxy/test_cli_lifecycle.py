@@ -10,7 +10,7 @@ import pytest
 from config.settings import StoreSettings
 from proxy.cli.main import main
 from store.models import SearchQuery
-from store.store import Store
+from store.sqlite.store import Store
 from tests.store.lifecycle_helpers import holds, marked_conversation
 
 Capture = pytest.CaptureFixture[str]

@@ -1,4 +1,4 @@
-"""Early forwarding through the HTTP interface (compaction/early_forward.py): an agent loop's resends
+"""Early forwarding through the HTTP interface (compaction/resend/early_forward.py): an agent loop's resends
 reach the provider exactly as sent, from the second request on before their bookkeeping, streamed or
 not; every message and reply is stored; a bookkeeping failure after the hand-over leaves the answer
 intact and is logged."""
@@ -14,8 +14,8 @@ import structlog.testing
 from aiohttp.test_utils import TestServer
 from openai import AsyncOpenAI, AsyncStream
 
-from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
+from compaction.resend.early_forward import EarlyForward
 from compaction.types import ChatTurn, Message, PreparedRequest
 from config.errors import StoreError
 from proxy import appkeys

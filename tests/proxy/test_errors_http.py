@@ -16,8 +16,8 @@ from aiohttp.test_utils import TestServer
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
-from compaction.early_forward import EarlyForward
 from compaction.engine import EarlyStart
+from compaction.resend.early_forward import EarlyForward
 from compaction.types import ChatTurn, PreparedRequest
 from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply

@@ -62,7 +62,8 @@ def test_an_agent_loop_is_parsed_past_what_it_resends(fmt: str, layout: str) -> 
         body, reused = _read(bodies, raw)
         assert body == json.loads(raw)
         assert reused == (i > 0)
-        # The shared messages are the held dicts themselves (compaction/resend.py compares by identity).
+        # The shared messages are the held dicts themselves (compaction/resend/previous.py compares by
+        # identity).
         assert all(a is b for a, b in zip(previous, body["messages"], strict=False))
         previous = body["messages"]
         messages = messages + _turn(i)

@@ -90,7 +90,7 @@ async def test_a_broken_resend_is_a_400_and_changes_nothing(
 
 async def test_a_resend_known_from_memory_is_forwarded_while_the_engine_thread_is_busy(
         make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
-    """The HTTP loop forwards an agent loop's resend itself (compaction/early_forward.py): the
+    """The HTTP loop forwards an agent loop's resend itself (compaction/resend/early_forward.py): the
     provider has it while the engine thread is still blocked, and the client's answer waits for
     the request's bookkeeping (its messages and reply are stored before it is answered)."""
     server = await make_proxy()

@@ -15,7 +15,7 @@ from proxy import appkeys
 from proxy.upkeep import expire_idle
 from store.factory import open_store
 from store.interface import StoreBackend
-from store.store import Store
+from store.sqlite.store import Store
 from tests.conftest import ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import FakeUpstream
 from tests.store.lifecycle_helpers import marked_conversation, store_holds

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from compaction.summarizers import LiteLLMSummarizer
+from compaction.summarize.summarizers import LiteLLMSummarizer
 from compaction.types import ChatTurn, Credentials
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, SummarizerSettings
 from proxy.server.summarizers import SummarizerChooser

@@ -14,9 +14,10 @@ import structlog
 
 from config.settings import StoreSettings
 from proxy.upkeep import checkpoint_once, checkpoint_periodically, wal_bytes
-from store.db import CheckpointMode
 from store.interface import StoreBackend
-from store.store import Store, TenantStore
+from store.sqlite.db import CheckpointMode
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history
 
 PAYLOAD = [{"content": "x" * 2_000}]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compaction.budget import WindowSource
+from compaction.view.budget import WindowSource
 from config.settings import Settings, default_model_list
 from proxy.server.windows import WindowResolver
 

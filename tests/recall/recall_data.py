@@ -8,7 +8,7 @@ from typing import Any
 
 from config.settings import LiteLLMParams, ModelEntry, Settings, StoreSettings
 from store.models import SummaryDraft
-from store.store import Store
+from store.sqlite.store import Store
 
 ALPHA_KEY, BETA_KEY = "sk-test-alpha-0001", "sk-test-beta-0002"
 DAY = 86_400.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from config.settings import RecallSettings, StoreSettings
 from proxy.recall.transport import StoreRecallTools
-from store.store import Store
+from store.sqlite.store import Store
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx12"
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from compaction import recall
-from compaction.prompts import EXPAND_LINE_PREFIX
+from compaction.summarize.prompts import EXPAND_LINE_PREFIX
 from config.settings import RecallSettings
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled

@@ -15,7 +15,7 @@ from config.errors import InvalidRequestError
 from config.settings import StoreSettings
 from proxy.recall.api import run_search, search_query
 from proxy.recall.tool_loop import ToolLoop
-from store.store import Store
+from store.sqlite.store import Store
 from tests.recall.recall_data import ALPHA_KEY, populate
 
 JSON = dict[str, Any]

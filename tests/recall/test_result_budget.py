@@ -1,6 +1,6 @@
 """Recall tool results are cut to what the prepared request left free, so a re-ask still fits.
 
-Unit tests of compaction.recall_budget.ResultBudget, then the real app: a message far bigger than
+Unit tests of compaction.recall.result_budget.ResultBudget, then the real app: a message far bigger than
 the free budget is compacted away, the model expands it, and the re-asked request stays in budget.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from compaction.recall_budget import MIN_RESULT_TOKENS, ResultBudget
+from compaction.recall.result_budget import MIN_RESULT_TOKENS, ResultBudget
 from compaction.tokens import TokenCounter
 from config.settings import RecallSettings
 from proxy import appkeys

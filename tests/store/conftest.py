@@ -13,7 +13,7 @@ import pytest
 from config.settings import StoreSettings
 from store.interface import StoreBackend, TenantAccess
 from store.postgres.store import PgStore
-from store.store import Store
+from store.sqlite.store import Store
 from tests.store.store_helpers import TokenCounter
 
 

@@ -9,7 +9,7 @@ import pytest
 from compaction.types import Message
 from store.interface import StoreBackend
 from store.postgres.store import PgStore
-from store.store import Store
+from store.sqlite.store import Store
 
 
 class TokenCounter:

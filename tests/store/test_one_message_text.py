@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from compaction.prompts import build_source_text
+from compaction.summarize.prompts import build_source_text
 from compaction.types import Message
 from proxy.inspector.view import inspect_conversation, preview, timeline
-from store.content import message_text
-from store.store import Store, TenantStore
+from store.encoding.content import message_text
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import scalar
 
 PARTS: dict[str, dict[str, Any]] = {

@@ -9,11 +9,11 @@ from typing import Any
 
 from compaction.types import Message
 from config.settings import StoreSettings
-from store.identity import chain_hashes
+from store.encoding.identity import chain_hashes
 from store.interface import StoreBackend, TenantAccess
 from store.models import StoredMessage
 from store.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, NOTHING_MADE, ROW_BYTES, Made, PrefixRows
-from store.store import Store
+from store.sqlite.store import Store
 from tests.store.store_helpers import TokenCounter, history
 
 

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-import store.search as search_mod
+import store.query.filters as filters_mod
 from compaction.types import Message
 from store.models import SearchQuery, SummaryDraft
 from store.postgres.store import PgStore
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, require_sqlite, set_created_at, sql
 
 N = 6  # the lowered candidate bound these tests run with (the real one is 1,000)
@@ -64,7 +65,7 @@ def test_more_matches_than_candidates_ranks_the_most_recent(
     assert [h.id for h in full] == [str(i) for i in ids[:3]]  # under the bound: the old best ones win
     assert _got(full) == _expected(store, fts_match, words, set(ids), 1_000, 3)
 
-    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    monkeypatch.setattr(filters_mod, "CANDIDATES", N)
     hits = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="message", limit=3))
     assert _got(hits) == _expected(store, fts_match, words, set(ids), N, 3)  # same bm25 values
     assert {h.id for h in hits} <= {str(i) for i in ids[-N:]}
@@ -75,7 +76,7 @@ def test_more_matches_than_candidates_ranks_the_most_recent(
 def test_filters_apply_before_the_cut(store: Store, alice: TenantStore, convo: dict[str, Any],
                                       monkeypatch: pytest.MonkeyPatch, pattern: str) -> None:
     """Role and time filters pick the N candidates; they never thin out an already cut list."""
-    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    monkeypatch.setattr(filters_mod, "CANDIDATES", N)
     ids = convo["ids"]
     users = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], role="user", limit=N))
     assert {h.id for h in users} == {str(i) for i in ids[0::2][-N:]}
@@ -91,7 +92,7 @@ def test_tenant_wide_cut_counts_only_the_tenants_matches(
         alice: TenantStore, bob: TenantStore, convo: dict[str, Any], counter: TokenCounter,
         monkeypatch: pytest.MonkeyPatch, pattern: str) -> None:
     bob.ingest(_texts(20), model="m", external_id=None, count_tokens=counter)  # newer, other tenant
-    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    monkeypatch.setattr(filters_mod, "CANDIDATES", N)
     hits = alice.search(SearchQuery(pattern, all_conversations=True, scope="message", limit=N))
     assert {h.id for h in hits} == {str(i) for i in convo["ids"][-N:]}
     assert [h.rank for h in hits] == sorted(h.rank for h in hits)
@@ -106,7 +107,7 @@ def test_summaries_are_cut_the_same_way(alice: TenantStore, convo: dict[str, Any
                                            5, i, i, (ids[i],))).id for i in range(N + 2)]
     best = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="summary", limit=1))
     assert [h.id for h in best] == [made[0]]  # under the bound: the oldest, best one
-    monkeypatch.setattr(search_mod, "CANDIDATES", N)
+    monkeypatch.setattr(filters_mod, "CANDIDATES", N)
     cut = alice.search(SearchQuery(pattern, conversation_id=convo["cid"], scope="summary", limit=N + 2))
     assert {h.id for h in cut} == set(made[-N:])
 
@@ -134,7 +135,7 @@ def test_postgres_ranks_the_most_recent_candidates(
     bob.ingest(_texts(20), model="m", external_id=None, count_tokens=counter)  # same texts, other tenant
     ids = set(convo["ids"])
     for n, limit in ((1_000, 20), (N, 3), (N, N)):
-        monkeypatch.setattr(search_mod, "CANDIDATES", n)
+        monkeypatch.setattr(filters_mod, "CANDIDATES", n)
         hits = alice.search(SearchQuery(pattern, all_conversations=True, scope="message", limit=limit))
         assert _got(hits) == _pg_expected(store, alice.tenant_id, match, rank, ids, n, limit)
     users = set(convo["ids"][0::2])  # the role filter picks the candidates, never thins a cut list

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from store.pattern import compile_pattern
 from store.postgres.pattern import compile_pg
-from store.snippet import snippet
+from store.query.pattern import compile_pattern
+from store.query.snippet import snippet
 
 _WORDS = ["invoice", "overdue", "PED-89415-X", "café", "the", "a", "a", "Payment", "failed", "x", "89415",
           "ped", "refund", "parse_invoice_v2", "ACME", "Über", "uber", "b c d e f g h i j k l m n o p q r"]

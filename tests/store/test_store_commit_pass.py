@@ -15,7 +15,8 @@ from store.models import (
     SummaryRecord,
     ViewItem,
 )
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history, scalar
 
 TABLES = ("anchors", "summaries", "summary_sources", "views", "compaction_events")
@@ -80,7 +81,7 @@ def test_a_failure_in_the_middle_of_a_pass_writes_nothing(
 
 def test_a_pass_without_a_view_leaves_the_view_as_it_was(alice: TenantStore,
                                                         counter: TokenCounter) -> None:
-    """A summary prepared ahead (compaction/passes.py): committed with its anchors and event, the
+    """A summary prepared ahead (compaction/steps/passes.py): committed with its anchors and event, the
     conversation's view untouched."""
     cid, _, draft, anchors = _setup(alice, counter)
     saved = alice.save_view(ContextView(cid, 0, (ViewItem("message", "0"),), 0))

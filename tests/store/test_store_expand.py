@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from config.errors import InvalidRequestError, NotFoundError
-from store.content import TOOL_RESULT_NOTE
+from store.encoding.content import TOOL_RESULT_NOTE
 from store.models import SummaryDraft
-from store.store import TenantStore
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter
 
 MSGS: list[dict[str, Any]] = [

@@ -8,9 +8,10 @@ import pytest
 
 from compaction.types import Message
 from config.errors import InvalidRequestError, NotFoundError
-from store.identity import chain_hashes
+from store.encoding.identity import chain_hashes
 from store.models import SearchQuery
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history, scalar
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from config.errors import NotFoundError
 from store.models import SummaryDraft
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history, scalar, sql
 
 

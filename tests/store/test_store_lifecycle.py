@@ -10,9 +10,10 @@ import pytest
 
 from config.errors import NotFoundError
 from config.settings import StoreSettings
-from store.db import checkpoint
 from store.models import SearchQuery
-from store.store import Store, TenantStore
+from store.sqlite.db import checkpoint
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.lifecycle_helpers import holds, marked_conversation
 from tests.store.store_helpers import TokenCounter, history, require_sqlite, scalar, sql
 

@@ -8,7 +8,8 @@ import psycopg
 import pytest
 
 from config.errors import StoreError
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history, sql
 
 

@@ -15,7 +15,7 @@ from store.models import (
     SummaryDraft,
     ViewItem,
 )
-from store.store import TenantStore
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history
 
 

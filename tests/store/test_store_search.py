@@ -10,7 +10,8 @@ import pytest
 from compaction.types import Message
 from config.errors import InvalidRequestError, NotFoundError
 from store.models import SearchQuery, SummaryDraft
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, require_sqlite, scalar, set_created_at
 
 DAY = 86_400.0

@@ -14,15 +14,16 @@ import sqlite_utils
 
 from config.settings import StoreSettings
 from store.interface import PassFinisher, StoreBackend
-from store.migrations import MIGRATIONS as SQLITE_MIGRATIONS
-from store.migrations import apply_migrations as apply_sqlite
 from store.models import Anchor, AnchorDraft, CompactionEvent, ContextView, SummaryDraft, SummaryRecord
 from store.postgres.db import Database
 from store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
 from store.postgres.migrations import apply_migrations as apply_pg
 from store.postgres.store import PgStore
-from store.store import Store, TenantStore
+from store.sqlite.migrations import MIGRATIONS as SQLITE_MIGRATIONS
+from store.sqlite.migrations import apply_migrations as apply_sqlite
+from store.sqlite.store import Store
 from store.summaries import draft_key
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history, scalar, sql
 
 

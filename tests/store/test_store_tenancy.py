@@ -13,7 +13,8 @@ from store.models import (
     SearchQuery,
     SummaryDraft,
 )
-from store.store import Store, TenantStore
+from store.sqlite.store import Store
+from store.tenant import TenantStore
 from tests.store.store_helpers import TokenCounter, history, scalar
 
 

@@ -1,0 +1,1 @@
+"""Anchors: concrete facts and the agent index extracted from messages, and the block that renders them."""

@@ -1,0 +1,108 @@
+"""Forwarding a passthrough resend before its bookkeeping, so a large history does not wait on it.
+
+While a conversation is uncompacted and fits its budget, ctxproxy forwards the client's messages
+exactly as received. A resend of such a conversation (the previous request's messages, the reply
+stored to it, then new ones) is known to stay so from what this process knows: the previous
+request's outcome (compaction/resend/previous.py keeps it), the reply it stored after it (an edited reply
+would fork) and the new messages (no new system message, within budget): `extended` checks them.
+No store is read first: the HTTP loop decides (`Engine.early`, bounded work) and forwards at once,
+and the engine thread does the request's bookkeeping (ingest, the forwarded record) while the
+provider works. After ingest the premises are confirmed (`confirmed`, and no saved view: the plan
+of an uncompacted conversation is its request, compaction/view/plan.py); when one fails the request
+is planned in full as any other, recorded so, and a difference in what was forwarded reported
+(`CompactionObserver.on_early_mismatch`). A view saved in this process ends early forwarding of its
+conversation at once (`Resends.compacted`); one saved by another process (`ctxproxy compact`, a
+replica) is found by that confirmation, so the one request forwarded meanwhile goes uncompacted,
+still within budget. tests/compaction/resend/test_early_forward.py checks that what is handed over is
+what a full preparation forwards.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from compaction.messages import PRIVATE_FIELDS
+from compaction.tokens import TokenCounter
+from compaction.toolpairs import SYSTEM_ROLES
+from compaction.types import ChatTurn, PreparedRequest
+from store.encoding.identity import content_hash
+from store.models import Message
+
+# Handed the forwarded request before the bookkeeping, which goes on when it returns.
+EarlyForward = Callable[[PreparedRequest], Awaitable[None]]
+# Of the turn, what the budget and the forwarded tools depend on (compaction/view/budget.py).
+Signature = tuple[str, tuple[dict[str, Any], ...], object, int, int | None, bool]
+# Fields only the full preparation knows (the stored ids the reply is attached to).
+_SETTLED_ONLY = frozenset({"last_seq", "last_chain_hash", "messages_json"})
+_PRIVATE = frozenset(PRIVATE_FIELDS)
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """A request forwarded exactly as received, nothing compacted: what its resend starts from."""
+
+    prepared: PreparedRequest
+    signature: Signature
+    reply_hash: str | None = None  # content hash of the reply this process stored after it
+
+
+def signature(turn: ChatTurn) -> Signature:
+    return (turn.model, turn.tools, turn.settings, turn.context_window, turn.max_reply_tokens,
+            turn.offer_recall)
+
+
+def passthrough(prepared: PreparedRequest, messages: list[Message], turn: ChatTurn,
+                view_version: int) -> Passthrough | None:
+    """`prepared`'s Passthrough when it forwards `messages` themselves (no copy: no `pinned` was
+    stripped), with no summary, anchor, truncation or saved view; else None."""
+    if (prepared.compacted or prepared.forced_truncation or prepared.events or view_version
+            or len(prepared.messages) != len(messages)
+            or not all(map(operator.is_, prepared.messages, messages))):
+        return None
+    return Passthrough(replace(prepared, last_seq=None, last_chain_hash=None, messages_json=None),
+                       signature(turn))
+
+
+def _continues(prior: Passthrough, new: list[Message]) -> bool:
+    """Whether `new` starts with the reply stored after `prior` (as identity hashes it, SDK echo
+    noise aside): the request then extends the stored conversation rather than forking it."""
+    return prior.reply_hash is not None and bool(new) and content_hash(new[0]) == prior.reply_hash
+
+
+def extended(prior: Passthrough, turn: ChatTurn, new: list[Message], counter: TokenCounter,
+             encoded: bytes | None = None) -> PreparedRequest | None:
+    """The forwarded request of `turn` when it resends `prior`'s messages and then `new` (validated),
+    all forwarded as received; None when that is not certain (not first the reply stored after
+    `prior`, a new system message, one with `pinned`, different parameters, or over the budget).
+    `encoded`: the request's messages as one JSON list (compaction/resend/previous.py), forwarded as
+    they are."""
+    if not _continues(prior, new) or signature(turn) != prior.signature or any(
+            m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new):
+        return None
+    before = prior.prepared
+    added = sum(map(counter.count_message, new))
+    if before.tokens_forwarded + added > before.budget:
+        return None
+    occupancy = replace(before.occupancy, fresh_tail=before.occupancy.fresh_tail + added)
+    return replace(before, messages=(*before.messages, *new),
+                   tokens_received=before.tokens_received + added,
+                   tokens_forwarded=before.tokens_forwarded + added, occupancy=occupancy,
+                   prefix_stable=True, messages_json=encoded)
+
+
+def confirmed(early: PreparedRequest, conversation_id: str, tokens_received: int, stored: int) -> bool:
+    """After ingest, whether the early forward is the request's plan: an uncompacted conversation's
+    plan is its request as received (compaction/view/plan.py), so it is, when the request went to the
+    same conversation, was counted alike and is stored one message per request message (and the
+    conversation has no saved view, which the engine checks). Else the engine plans it in full."""
+    return (conversation_id == early.conversation_id and tokens_received == early.tokens_received
+            and stored == len(early.messages))
+
+
+def differences(early: PreparedRequest, settled: PreparedRequest) -> tuple[str, ...]:
+    """The fields in which the early forward differs from the full preparation (none expected)."""
+    return tuple(f.name for f in fields(PreparedRequest) if f.name not in _SETTLED_ONLY
+                 and getattr(early, f.name) != getattr(settled, f.name))

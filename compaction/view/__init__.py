@@ -1,0 +1,1 @@
+"""What one request's view is: the budget, the working view and its entries, the plan filling the window."""

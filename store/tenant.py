@@ -1,0 +1,506 @@
+"""The tenant store both backends run: tenant-scoped access to a store's data (`TenantStore`).
+
+Every query a TenantStore runs goes through its backend's `TenantConnection.run`, which refuses SQL
+without the `:tenant` parameter and binds it itself; so another tenant's ids behave exactly like
+nonexistent ones. Writes run in one transaction each (`_tx`): a failure leaves nothing half-written.
+The SQL is portable (SQLite and PostgreSQL alike); a backend supplies the connection, its
+transactions and locks, scrubbing after a delete, and search (store/sqlite/, store/postgres/).
+Summary ids are `sum_` + 12 random hex; a summary's generation is the number of summaries the
+conversation already had, plus one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import Any, Protocol
+
+from config.errors import NotFoundError
+from store import expand as expand_mod
+from store import ingest as ingest_mod
+from store import lifecycle, rows
+from store import reply as reply_mod
+from store import summaries as summaries_mod
+from store.anchors import upsert_anchors
+from store.encoding import forwarded as forwarded_mod
+from store.ingest import Cursor
+from store.interface import PassFinisher
+from store.models import (
+    Anchor,
+    AnchorDraft,
+    CompactionEvent,
+    ContextView,
+    Conversation,
+    ExpandedItem,
+    ForwardedRecord,
+    IngestResult,
+    Message,
+    SearchHit,
+    SearchQuery,
+    StoredMessage,
+    SummaryDraft,
+    SummaryRecord,
+)
+from store.prefix_rows import PrefixRows
+from store.query.filters import validate
+
+ANONYMOUS_TENANT = "anonymous"
+OBJECTS_PER_QUERY = 500  # ids looked up in one statement (SQLite allows 32,766 parameters)
+
+
+def tenant_id(secret: str, api_key: str | None) -> str:
+    """HMAC-SHA256(secret, key), first 32 hex; no key -> `anonymous`. The key is never stored.
+    Every backend derives tenants this way, so a key maps to the same tenant on SQLite and PostgreSQL."""
+    if api_key is None:
+        return ANONYMOUS_TENANT
+    return hmac.new(secret.encode(), api_key.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+class TenantConnection(Protocol):
+    """What a backend gives the TenantStore: one tenant's queries and transactions on its database."""
+
+    @property
+    def tenant_id(self) -> str: ...
+
+    @property
+    def prefix_rows(self) -> PrefixRows: ...  # stored rows ingest already read (store/prefix_rows.py)
+
+    def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+        """Execute with `:tenant` bound; SQL that does not filter on `:tenant` is a bug (StoreError)."""
+        ...
+
+    def transaction(self, conversation_id: str | None = None, *,
+                    durable: bool = True) -> AbstractContextManager[None]:
+        """One write transaction, all or nothing; `conversation_id` names what it writes (a backend
+        may lock that conversation). `durable=False`: a report whose last moments a server crash may
+        lose (a backend may commit it without waiting for its log to reach the disk)."""
+        ...
+
+    def ingest_transaction(self, messages: Sequence[dict[str, Any]]) -> AbstractContextManager[None]:
+        """The transaction ingest runs in, before it knows which conversation `messages` continue."""
+        ...
+
+    def rolled_back(self, conversation_id: str) -> AbstractContextManager[None]:
+        """A transaction undone when its block ends (previews); an error in the block still raises."""
+        ...
+
+    def scrub(self) -> None:
+        """After a delete: leave no deleted text in the store's files, as far as the backend can."""
+        ...
+
+    def search(self, q: SearchQuery, check: Callable[[str], object]) -> list[SearchHit]:
+        """Hits of a validated query; `check(conversation_id)` raises NotFoundError for a named
+        conversation that is not this tenant's (called before the search, or when it found none)."""
+        ...
+
+
+class TenantStore:
+    """Everything one tenant may read or write; nothing here can reach another tenant's rows."""
+
+    def __init__(self, conn: TenantConnection) -> None:
+        self._conn = conn
+        self.tenant_id = conn.tenant_id
+
+    # -- the one query function ------------------------------------------------------------------
+
+    def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+        """Execute with the tenant bound (the backend refuses SQL that does not filter on `:tenant`)."""
+        return self._conn.run(sql, params)
+
+    def _tx(self, conversation_id: str | None = None, *,
+            durable: bool = True) -> AbstractContextManager[None]:
+        """One write transaction; `conversation_id` names what it writes (TenantConnection.transaction)."""
+        return self._conn.transaction(conversation_id, durable=durable)
+
+    def _one(self, sql: str, params: dict[str, Any], what: str) -> Any:
+        row = self._run(sql, params).fetchone()
+        if row is None:
+            raise NotFoundError(f"{what} not found")
+        return row
+
+    # -- conversations and messages --------------------------------------------------------------
+
+    def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
+               count_tokens: Callable[[Message], int],
+               keys: Sequence[bytes | None] | None = None) -> IngestResult:
+        """Store a request's history (only what is new); see store/ingest.py for identity rules.
+        `keys`: the messages' exact JSON when the caller has it (store/encoding/running_hashes.py)."""
+        with self._conn.ingest_transaction(messages):
+            return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
+                                     count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows,
+                                     keys=keys)
+
+    def append_reply(self, conversation_id: str, message: Message, token_count: int, *,
+                     parent_seq: int, parent_chain: str | None = None) -> StoredMessage:
+        """Store the provider's reply (source='reply') to the request whose last message is
+        `parent_seq` (its chain hash `parent_chain`, checked when given): appended at the tip, not
+        written again when already stored, else a new branch (store/reply.py)."""
+        with self._tx(conversation_id):
+            conv = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
+                             {"cid": conversation_id}, f"conversation {conversation_id!r}")
+            return reply_mod.append_reply(self._run, conv, message, token_count,
+                                          parent_seq=parent_seq, parent_chain=parent_chain)
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        row = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
+                        {"cid": conversation_id}, f"conversation {conversation_id!r}")
+        return rows.conversation(row)
+
+    def list_conversations(self, limit: int = 50) -> list[Conversation]:
+        """Newest activity first."""
+        found = self._run("SELECT * FROM conversations WHERE tenant_id = :tenant "
+                          "ORDER BY updated_at DESC, rowid DESC LIMIT :limit", {"limit": limit})
+        return [rows.conversation(r) for r in found]
+
+    def messages(self, conversation_id: str, *, start_seq: int = 0,
+                 end_seq: int | None = None) -> list[StoredMessage]:
+        """Messages with start_seq <= seq < end_seq (end exclusive, like range), in order."""
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "AND seq >= :start AND seq < :end ORDER BY seq",
+                          {"cid": conversation_id, "start": start_seq,
+                           "end": end_seq if end_seq is not None else 2**62})
+        return [rows.message(r) for r in found]
+
+    def message(self, message_id: int) -> StoredMessage:
+        row = self._one("SELECT * FROM messages WHERE tenant_id = :tenant AND id = :id",
+                        {"id": message_id}, f"message {message_id}")
+        return rows.message(row)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation and all it owns, then scrub the files (store/lifecycle.py);
+        NotFoundError for an unknown id. A fork of it keeps its own copy of the shared history."""
+        with self._tx(conversation_id):
+            self.conversation(conversation_id)
+            lifecycle.delete_conversations(self._run, "id = :cid", {"cid": conversation_id})
+        self._scrub()
+
+    def delete_tenant(self) -> int:
+        """Delete every conversation of this tenant (and all they own); how many went."""
+        return self._delete_scrubbed("1 = 1", {})
+
+    def delete_idle(self, before: float) -> int:
+        """Delete this tenant's conversations last active before `before` (epoch s): retention."""
+        return self._delete_scrubbed("updated_at < :before", {"before": before})
+
+    def _delete_scrubbed(self, selector: str, params: dict[str, object]) -> int:
+        with self._tx():
+            count = lifecycle.delete_conversations(self._run, selector, params)
+        if count:
+            self._scrub()
+        return count
+
+    def _scrub(self) -> None:
+        """Leave no deleted text in the store's files (the backend's own way)."""
+        self._conn.scrub()
+
+    # -- summaries and views ---------------------------------------------------------------------
+
+    def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
+        """Commit a summary: id, generation (previous count + 1), source links, FTS rows. The same
+        summary (sources, kind, depth, level and content) is stored once (its unique `source_key`,
+        store/summaries.py): a second writer of it gets the one already there."""
+        with self._tx(draft.conversation_id):
+            self.conversation(draft.conversation_id)
+            self._check_sources(draft)
+            key = summaries_mod.draft_key(draft)
+            existing = self._summary_by_key(draft.conversation_id, key)
+            if existing is not None:
+                return existing
+            cid = draft.conversation_id
+            generation = 1 + self._run("SELECT COUNT(*) FROM summaries WHERE tenant_id = :tenant "
+                                       "AND conversation_id = :cid", {"cid": cid}).fetchone()[0]
+            values = {"id": "sum_" + secrets.token_hex(6), "cid": cid, "kind": draft.kind,
+                      "depth": draft.depth, "gen": generation, "level": draft.level,
+                      "content": draft.content, "tokens": draft.token_count, "first": draft.first_seq,
+                      "last": draft.last_seq, "model": draft.model, "pv": draft.prompt_version,
+                      "now": time.time(), "key": key}
+            # The unique key is the backstop when no lock serialised the writers: the loser's row is
+            # dropped and it reads the winner's back.
+            self._run("INSERT INTO summaries (id, tenant_id, conversation_id, kind, depth, generation, "
+                      "level, content, token_count, first_seq, last_seq, model, prompt_version, "
+                      "created_at, source_key) VALUES (:id, :tenant, :cid, :kind, :depth, :gen, :level, "
+                      ":content, :tokens, :first, :last, :model, :pv, :now, :key) "
+                      "ON CONFLICT (conversation_id, source_key) DO NOTHING", values)
+            stored = self._summary_by_key(cid, key)
+            if stored is None or stored.id != values["id"]:
+                return stored if stored is not None else self.summary(str(values["id"]))
+            for ord_, (kind, source_id) in enumerate(summaries_mod.source_refs(draft)):
+                self._run("INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
+                          "VALUES (:tenant, :sid, :kind, :src, :ord)",
+                          {"sid": values["id"], "kind": kind, "src": source_id, "ord": ord_})
+            return self.summary(str(values["id"]))
+
+    def _summary_by_key(self, conversation_id: str, key: str) -> SummaryRecord | None:
+        """The stored summary with this source key (store/summaries.py), if any."""
+        row = self._run("SELECT * FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid "
+                        "AND source_key = :key", {"cid": conversation_id, "key": key}).fetchone()
+        if row is None:
+            return None
+        return rows.summary(row, self._sources([str(row["id"])]).get(str(row["id"]), []))
+
+    def _check_sources(self, draft: SummaryDraft) -> None:
+        """Sources must be this conversation's messages and summaries."""
+        cid = draft.conversation_id
+        for table, ids in (("messages", [int(i) for i in draft.source_message_ids]),
+                           ("summaries", list(draft.source_summary_ids))):
+            if not ids:
+                continue
+            marks, params = rows.in_list("i", ids)
+            found = {r[0] for r in self._run(f"SELECT id FROM {table} WHERE tenant_id = :tenant AND "
+                                             f"conversation_id = :cid AND id IN {marks}",
+                                             {**params, "cid": cid})}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                raise NotFoundError(f"summary sources not found in conversation {cid!r}: {missing}")
+
+    def summary(self, summary_id: str) -> SummaryRecord:
+        row = self._one("SELECT * FROM summaries WHERE tenant_id = :tenant AND id = :id",
+                        {"id": summary_id}, f"summary {summary_id!r}")
+        return rows.summary(row, self._sources([summary_id]).get(summary_id, []))
+
+    def summaries(self, conversation_id: str) -> list[SummaryRecord]:
+        """All summaries of a conversation, oldest first."""
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM summaries WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "ORDER BY num", {"cid": conversation_id}).fetchall()
+        sources = self._sources_of_conversation(conversation_id)
+        return [rows.summary(r, sources.get(r["id"], [])) for r in found]
+
+    def _sources(self, summary_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+        marks, params = rows.in_list("s", summary_ids)
+        out: dict[str, list[tuple[str, str]]] = {}
+        for r in self._run("SELECT summary_id, source_kind, source_id FROM summary_sources WHERE "
+                           f"tenant_id = :tenant AND summary_id IN {marks} ORDER BY ord", params):
+            out.setdefault(r[0], []).append((r[1], r[2]))
+        return out
+
+    def _sources_of_conversation(self, conversation_id: str) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list[tuple[str, str]]] = {}
+        for r in self._run("SELECT ss.summary_id, ss.source_kind, ss.source_id FROM summary_sources ss "
+                           "JOIN summaries s ON s.id = ss.summary_id AND s.tenant_id = :tenant "
+                           "WHERE ss.tenant_id = :tenant AND s.conversation_id = :cid "
+                           "ORDER BY ss.summary_id, ss.ord",
+                           {"cid": conversation_id}):
+            out.setdefault(r[0], []).append((r[1], r[2]))
+        return out
+
+    def view(self, conversation_id: str) -> ContextView | None:
+        """The latest persisted view, or None before the first compaction."""
+        # One statement checks the conversation and fetches its newest view (every request does).
+        row = self._one("SELECT v.* FROM conversations c LEFT JOIN views v ON v.conversation_id = c.id "
+                        "AND v.tenant_id = :tenant "
+                        "AND v.version = (SELECT version FROM views WHERE tenant_id = :tenant AND "
+                        "conversation_id = c.id ORDER BY version DESC LIMIT 1) "
+                        "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": conversation_id},
+                        f"conversation {conversation_id!r}")
+        return rows.view(row) if row["version"] is not None else None
+
+    def save_view(self, view: ContextView) -> ContextView:
+        """Persist a new version (previous + 1, whatever `view.version` says)."""
+        with self._tx(view.conversation_id):
+            self.conversation(view.conversation_id)
+            previous = self._run("SELECT MAX(version) FROM views WHERE tenant_id = :tenant AND "
+                                 "conversation_id = :cid", {"cid": view.conversation_id}).fetchone()[0]
+            saved = replace(view, version=(previous or 0) + 1, created_at=time.time())
+            self._run("INSERT INTO views (tenant_id, conversation_id, version, items_json, "
+                      "covered_through_seq, anchor_ids_json, created_at) VALUES (:tenant, :cid, :version, "
+                      ":items, :covered, :anchors, :now)",
+                      {"cid": saved.conversation_id, "version": saved.version,
+                       "items": rows.dumps([[i.kind, i.ref] for i in saved.items]),
+                       "covered": saved.covered_through_seq, "anchors": rows.dumps(list(saved.anchor_ids)),
+                       "now": saved.created_at})
+            return saved
+
+    def commit_pass(self, draft: SummaryDraft, anchor_drafts: Sequence[AnchorDraft],
+                    finish: PassFinisher) -> tuple[SummaryRecord, ContextView | None, CompactionEvent]:
+        """One compaction pass, all or nothing: the anchors of its sources, the summary, then the
+        view (when `finish` gives one) and event it builds from them (it may read the store, never
+        write it). A pass whose summary is already stored (another writer committed the same
+        summary first) writes nothing: `finish` still builds the caller's view from the stored
+        summary, and the first writer's committed event comes back (saved view: None)."""
+        with self._tx(draft.conversation_id):
+            self.conversation(draft.conversation_id)
+            existing = self._summary_by_key(draft.conversation_id, summaries_mod.draft_key(draft))
+            if existing is not None:
+                committed = self._committed_event(existing)
+                if committed is not None:
+                    finish(existing, [], [])
+                    return existing, None, committed
+            added, superseded = (self.upsert_anchors(draft.conversation_id, anchor_drafts)
+                                 if anchor_drafts and existing is None else ([], []))
+            record = existing or self.add_summary(draft)
+            view, event = finish(record, added, superseded)
+            saved = self.save_view(view) if view is not None else None
+            return record, saved, self.record_event(event)
+
+    def _committed_event(self, record: SummaryRecord) -> CompactionEvent | None:
+        """The first `committed` event naming this summary (None for one stored by add_summary alone)."""
+        row = self._run("SELECT * FROM compaction_events WHERE tenant_id = :tenant AND conversation_id = "
+                        ":cid AND summary_id = :sid AND outcome = 'committed' ORDER BY id LIMIT 1",
+                        {"cid": record.conversation_id, "sid": record.id}).fetchone()
+        return rows.event(row) if row is not None else None
+
+    # -- anchors, events, forwarded requests, tool rounds ----------------------------------------
+
+    def anchors(self, conversation_id: str, *, include_superseded: bool = False) -> list[Anchor]:
+        self.conversation(conversation_id)
+        status = "" if include_superseded else " AND status = 'active'"
+        found = self._run("SELECT * FROM anchors WHERE tenant_id = :tenant AND conversation_id = :cid"
+                          f"{status} ORDER BY id", {"cid": conversation_id})
+        return [rows.anchor(r) for r in found]
+
+    def upsert_anchors(self, conversation_id: str,
+                       drafts: Sequence[AnchorDraft]) -> tuple[list[Anchor], list[Anchor]]:
+        """(added, superseded): see store/anchors.py for the correction rules."""
+        with self._tx(conversation_id):
+            self.conversation(conversation_id)
+            return upsert_anchors(self._run, conversation_id, drafts)
+
+    def preview_anchors(self, conversation_id: str, drafts: Sequence[AnchorDraft]) -> list[Anchor]:
+        """The active anchors as they would be after `upsert_anchors(drafts)`; nothing is written."""
+        with self._conn.rolled_back(conversation_id):
+            self.conversation(conversation_id)
+            upsert_anchors(self._run, conversation_id, drafts)
+            active = self.anchors(conversation_id)
+        return active
+
+    def record_event(self, event: CompactionEvent) -> CompactionEvent:
+        with self._tx(event.conversation_id):
+            self.conversation(event.conversation_id)
+            values = rows.event_values(event)
+            now = time.time()
+            names = list(values)
+            cur = self._run(f"INSERT INTO compaction_events (tenant_id, created_at, {', '.join(names)}) "
+                            f"VALUES (:tenant, :now, {', '.join(':' + n for n in names)})",
+                            {**values, "now": now})
+            return replace(event, id=int(cur.lastrowid or 0), created_at=now)
+
+    def events(self, conversation_id: str) -> list[CompactionEvent]:
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM compaction_events WHERE tenant_id = :tenant AND "
+                          "conversation_id = :cid ORDER BY id", {"cid": conversation_id})
+        return [rows.event(r) for r in found]
+
+    def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
+        """Store it in constant space (store/encoding/forwarded.py); True when the previous forwarded request
+        is a prefix of this one (None if first)."""
+        with self._tx(rec.conversation_id, durable=False):
+            # One statement checks the conversation and fetches the previous request's tip.
+            tip = self._one("SELECT t.hashes FROM conversations c LEFT JOIN forwarded_tips t ON "
+                            "t.conversation_id = c.id AND t.tenant_id = :tenant "
+                            "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
+                            f"conversation {rec.conversation_id!r}")
+            packed = forwarded_mod.pack(rec.prefix_hashes)
+            shared, extends = forwarded_mod.compare(tip[0], packed)
+            self._run("INSERT INTO forwarded (tenant_id, conversation_id, messages_forwarded, shared_prefix, "
+                      "extends_previous, tokens_received, tokens_forwarded, budget, occupancy_json, "
+                      "compacted, view_version, created_at) VALUES (:tenant, :cid, :count, :shared, "
+                      ":extends, :received, :forwarded, :budget, :occupancy, :compacted, :view, :now)",
+                      {"cid": rec.conversation_id, "count": len(rec.prefix_hashes), "shared": shared,
+                       "extends": None if extends is None else int(extends),
+                       "received": rec.tokens_received, "forwarded": rec.tokens_forwarded,
+                       "budget": rec.budget, "occupancy": rows.dumps(rec.occupancy),
+                       "compacted": int(rec.compacted), "view": rec.view_version, "now": time.time()})
+            self._run("INSERT INTO forwarded_tips (tenant_id, conversation_id, hashes) VALUES "
+                      "(:tenant, :cid, :hashes) ON CONFLICT (conversation_id) DO UPDATE SET "
+                      "hashes = excluded.hashes", {"cid": rec.conversation_id, "hashes": packed})
+            return extends
+
+    def forwarded(self, conversation_id: str) -> list[ForwardedRecord]:
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM forwarded WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "ORDER BY id", {"cid": conversation_id})
+        return [rows.forwarded(r) for r in found]
+
+    def record_tool_round(self, conversation_id: str, calls: list[dict[str, Any]],
+                          results: list[Message]) -> None:
+        """Audit trail of the proxy's own recall tool calls (never messages, never compacted)."""
+        with self._tx(conversation_id):
+            self.conversation(conversation_id)
+            self._run("INSERT INTO tool_rounds (tenant_id, conversation_id, calls_json, results_json, "
+                      "created_at) VALUES (:tenant, :cid, :calls, :results, :now)",
+                      {"cid": conversation_id, "calls": rows.dumps(calls), "results": rows.dumps(results),
+                       "now": time.time()})
+
+    def tool_rounds(self, conversation_id: str) -> list[dict[str, Any]]:
+        """Recorded recall rounds, oldest first: {calls, results, created_at}."""
+        self.conversation(conversation_id)
+        found = self._run("SELECT * FROM tool_rounds WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "ORDER BY id", {"cid": conversation_id})
+        return [{"calls": json.loads(r["calls_json"]), "results": json.loads(r["results_json"]),
+                 "created_at": r["created_at"]} for r in found]
+
+    # -- leases on background compaction steps ------------------------------------------------------
+
+    def claim_step(self, conversation_id: str, holder: str, lease_s: float) -> bool:
+        """Claim the conversation's background compaction step for `lease_s` seconds: True when
+        `holder` now holds it (it was free, expired, or already `holder`'s). Processes sharing the
+        store run each step once; a holder killed mid-step loses the claim when it expires."""
+        now = time.time()
+        with self._tx(conversation_id):
+            self.conversation(conversation_id)
+            self._run("INSERT INTO step_leases (tenant_id, conversation_id, holder, expires_at) "
+                      "VALUES (:tenant, :cid, :holder, :expires) ON CONFLICT (tenant_id, conversation_id) "
+                      "DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+                      "WHERE step_leases.expires_at < :now OR step_leases.holder = excluded.holder",
+                      {"cid": conversation_id, "holder": holder, "expires": now + lease_s, "now": now})
+            row = self._one("SELECT holder FROM step_leases WHERE tenant_id = :tenant AND "
+                            "conversation_id = :cid", {"cid": conversation_id}, "step lease")
+            return bool(row[0] == holder)
+
+    def release_step(self, conversation_id: str, holder: str) -> None:
+        """Give the claim back (a no-op when `holder` no longer holds it)."""
+        with self._tx(conversation_id):
+            self._run("DELETE FROM step_leases WHERE tenant_id = :tenant AND conversation_id = :cid "
+                      "AND holder = :holder", {"cid": conversation_id, "holder": holder})
+
+    # -- provider objects ------------------------------------------------------------------------
+
+    def record_objects(self, kind: str, object_ids: Sequence[str]) -> None:
+        """Note provider objects this tenant created (an id already noted stays as it was)."""
+        with self._tx():
+            for object_id in object_ids:
+                self._run("INSERT INTO provider_objects (tenant_id, object_id, kind, created_at) "
+                          "VALUES (:tenant, :oid, :kind, :now) ON CONFLICT (tenant_id, object_id) DO NOTHING",
+                          {"oid": object_id, "kind": kind, "now": time.time()})
+
+    def owned_objects(self, object_ids: Sequence[str]) -> set[str]:
+        """Those of `object_ids` this tenant created; another tenant's are simply not among them."""
+        owned: set[str] = set()
+        unique = list(dict.fromkeys(object_ids))
+        for start in range(0, len(unique), OBJECTS_PER_QUERY):
+            chunk = unique[start:start + OBJECTS_PER_QUERY]
+            names = {f"o{i}": object_id for i, object_id in enumerate(chunk)}
+            found = self._run("SELECT object_id FROM provider_objects WHERE tenant_id = :tenant AND "
+                              f"object_id IN ({', '.join(':' + n for n in names)})", names)
+            owned.update(str(row[0]) for row in found)
+        return owned
+
+    def forget_objects(self, object_ids: Sequence[str]) -> None:
+        """Drop this tenant's records of objects the provider deleted."""
+        with self._tx():
+            for object_id in object_ids:
+                self._run("DELETE FROM provider_objects WHERE tenant_id = :tenant AND object_id = :oid",
+                          {"oid": object_id})
+
+    # -- recall ----------------------------------------------------------------------------------
+
+    def search(self, q: SearchQuery) -> list[SearchHit]:
+        """Full-text search (the backend's search module); a named conversation must be this tenant's.
+
+        Ranks the 1,000 most recent matches (per scope) that pass the filters; with fewer matches this
+        is the full ranking.
+        """
+        validate(q)
+        return self._conn.search(q, self.conversation)
+
+    def expand(self, ids: Sequence[str]) -> list[ExpandedItem]:
+        """Full messages / summaries by id (store/expand.py), in the order asked."""
+        return [ExpandedItem(**fields) for fields in expand_mod.expand_rows(self._run, ids)]

@@ -1,0 +1,108 @@
+"""A slow summarizer never blocks a turn: background steps prepare summaries without the request's
+lock, an under-budget turn never waits, and a turn that must compact waits at most its deadline
+(`compaction.sync_deadline_s`), then goes on with the local levels."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction.engine import Engine
+from store.sqlite.store import Store
+from tests.compaction.conftest import asst, user
+from tests.compaction.test_engine import SMALL, history, make_engine, turn
+from tests.fakes.summarizer import ScriptedSummarizer
+
+HANG_GUARD_S = 60.0  # only so a regression fails instead of hanging; never a timing assertion
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    from config.settings import StoreSettings
+
+    s = Store.open(StoreSettings(path=str(tmp_path / "slow.db"), tenant_secret="y" * 32))
+    yield s
+    s.close()
+
+
+async def _background_step_in_flight(engine: Engine, summarizer: ScriptedSummarizer
+                                     ) -> tuple[str, list[dict[str, Any]]]:
+    """Prepare a turn above the threshold (under budget) and start its background step."""
+    msgs = history(48, words=40)
+    first = await engine.prepare(turn(msgs))
+    assert not first.waited_on_summarizer and first.tokens_forwarded <= first.budget
+    reply = asst("Your first order was ORD-1000.")
+    engine.record_reply(first, turn(msgs), reply)
+    assert engine.after_turn(first, turn(msgs))
+    while summarizer.call_count == 0:  # the background step reached the (never-ending) summarizer
+        await asyncio.sleep(0)
+    return first.conversation_id, [*msgs, reply]
+
+
+async def test_under_budget_turns_do_not_wait_while_a_step_is_stuck(store: Store) -> None:
+    summarizer = ScriptedSummarizer("slow", delay_s=3_600)
+    engine = make_engine(store, summarizer)
+    try:
+        cid, msgs = await _background_step_in_flight(engine, summarizer)
+        assert engine.background.is_running(cid)
+        for i in range(3):
+            msgs = [*msgs, user(f"short follow-up {i}")]
+            prepared = await asyncio.wait_for(engine.prepare(turn(msgs)), HANG_GUARD_S)
+            assert not prepared.waited_on_summarizer and not prepared.events
+            assert prepared.tokens_forwarded <= prepared.budget
+            msgs.append(asst("ok"))
+        assert summarizer.call_count == 1  # no summarizer call on the request path
+        assert engine.background.running == 1
+    finally:
+        await engine.aclose()
+    assert engine.background.running == 0
+
+
+async def test_a_stuck_step_is_cancelled_on_close_without_committing(store: Store) -> None:
+    summarizer = ScriptedSummarizer("slow", delay_s=3_600)
+    engine = make_engine(store, summarizer)
+    cid, _ = await _background_step_in_flight(engine, summarizer)
+    await engine.aclose()
+    tenant = store.for_tenant("tenant-a")
+    assert not engine.background.is_running(cid)
+    assert tenant.summaries(cid) == [] and tenant.view(cid) is None
+
+
+async def test_a_request_that_must_compact_goes_on_at_the_deadline(store: Store) -> None:
+    """The summarizer never answers: the request still gets its answer, served by the local
+    extractive level once its deadline passed; the cut LLM call goes on off the request path."""
+    summarizer = ScriptedSummarizer("slow", delay_s=3_600)
+    engine = make_engine(store, summarizer)
+    settings = replace(SMALL, sync_deadline_s=1.0)
+    try:
+        prepared = await asyncio.wait_for(engine.prepare(turn(history(70), settings=settings)),
+                                          HANG_GUARD_S)
+        assert prepared.tokens_forwarded <= prepared.budget and prepared.summary_ids
+        assert prepared.waited_on_summarizer and summarizer.call_count <= 1  # then no more calls
+        levels = {e.level for e in prepared.events if e.outcome == "committed"}
+        assert levels <= {"extractive", "elision"} and "extractive" in levels
+        assert engine.background.detached == summarizer.call_count  # a cut call goes on, off the path
+        tenant = store.for_tenant("tenant-a")
+        assert tenant.view(prepared.conversation_id) is not None  # the step landed and was saved
+    finally:
+        await engine.aclose()
+    assert engine.background.detached == 0  # cancelled on close
+
+
+async def test_concurrent_requests_do_not_wait_on_each_others_stuck_step(store: Store) -> None:
+    summarizer = ScriptedSummarizer("slow", delay_s=3_600)
+    engine = make_engine(store, summarizer)
+    settings = replace(SMALL, sync_deadline_s=0.3)
+    msgs = history(70)
+    try:
+        first, second = await asyncio.wait_for(asyncio.gather(
+            engine.prepare(turn(msgs, settings=settings)),
+            engine.prepare(turn([*msgs[:-1], user("And my second order?")], settings=settings))),
+            HANG_GUARD_S)
+        assert first.tokens_forwarded <= first.budget and second.tokens_forwarded <= second.budget
+    finally:
+        await engine.aclose()
