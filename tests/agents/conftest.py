@@ -1,0 +1,7 @@
+"""The agent CLI suite runs only when asked (`make test-agents` sets CTXPROXY_AGENTS=1), never in `pytest -q`."""
+
+from __future__ import annotations
+
+import os
+
+collect_ignore_glob = [] if os.environ.get("CTXPROXY_AGENTS") == "1" else ["test_*.py"]
