@@ -24,6 +24,7 @@ FILES = 11
 LINES = 80
 FINAL_TEXT = "All scratch files are read, listed, checked and edited."
 EDITED_LINE = 3
+NOTE_TOOLS = ("Agent", "Skill", "TaskCreate", "TaskUpdate", "TaskList", "TaskGet", "TaskOutput", "TaskStop")
 
 
 def scratch_line(k: int, j: int) -> str:
@@ -81,11 +82,13 @@ class ClaudeCode:
     model: str = "claude-e2e"
     side_model: str = "claude-e2e-small"
     window: int = 36_000
+    steps: int = STEPS
+    system_notes: bool = False  # Agent, Skill and Task tools: their notes come as `system` messages in `messages`
 
     def script(self, work: Path) -> Script:
         """Read, Bash ls, Bash grep, Edit on each file."""
         write_scratch(work)
-        return _script([self._action(work, *step_plan(i)) for i in range(STEPS)])
+        return _script([self._action(work, *step_plan(i)) for i in range(self.steps)])
 
     def _action(self, work: Path, op: str, k: int) -> Action:
         path = str(work / f"notes_{k}.txt")
@@ -112,7 +115,7 @@ class ClaudeCode:
                "DISABLE_AUTO_COMPACT": "1", "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1", "IS_SANDBOX": "1"}
         argv = [str(NPM_BIN / "claude"), "-p", "Go through the scratch notes files one by one.",
                 "--dangerously-skip-permissions", "--model", self.model]
-        return argv, env
+        return argv + ([] if self.system_notes else ["--disallowedTools", *NOTE_TOOLS]), env
 
     def stdin(self, work: Path) -> bytes:
         """Nothing: the task is on the command line."""

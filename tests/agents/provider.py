@@ -118,9 +118,12 @@ class AgentProvider:
                 {"id": f"toolu_{self.steps:04d}", "name": action.name, "input": action.arguments}])
         elif isinstance(action, Final):
             script = anthropic_upstream.MessageReply(text=action.text)
+        message_id = f"msg_{len(self.received):04d}".encode()
         if not body.get("stream"):
-            return web.json_response(anthropic_upstream.message_json(body, script))
-        return await _sse(request, anthropic_upstream.stream_events(body, script))
+            reply = anthropic_upstream.message_json(body, script)
+            return web.json_response({**reply, "id": message_id.decode()})
+        events = anthropic_upstream.stream_events(body, script)
+        return await _sse(request, [e.replace(b'"msg_fake"', b'"' + message_id + b'"') for e in events])
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -129,7 +132,9 @@ class AgentProvider:
         items = responses_api.output_items(text, calls, False)
         if not body.get("stream"):
             return web.json_response(responses_api.response_json(body, items))
-        return await _sse(request, responses_api.sse_events(body, items, 40))
+        unique = f"_{len(self.received):04d}".encode()
+        events = responses_api.sse_events(body, items, 40)
+        return await _sse(request, [e.replace(b'_fake"', unique + b'"') for e in events])
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

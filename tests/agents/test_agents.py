@@ -29,6 +29,7 @@ IDENTITY = "conversation identity depends on exact bytes"
 GAPS: dict[tuple[str, str], str] = {
     ("claude", "recall"): f"{NOT_RECALL_ROUTE}, not on /v1/messages",
     ("codex", "recall"): f"{NOT_RECALL_ROUTE}, not on streaming Responses",
+    ("claude", "conversation"): f"{IDENTITY}: Claude Code echoes Edit's input with its keys reordered, each edit forks",
     ("opencode", "conversation"): f"{IDENTITY}: opencode re-serialises tool arguments, every request forks",
     ("aider", "conversation"): f"{IDENTITY}: aider rebuilds its history every turn",
     ("claude", "overhead"): "the resend fast path never applies to Claude Code (cache_control moves each turn)",
@@ -149,3 +150,17 @@ def test_results_written(session: Session) -> None:
     """The session's figures are kept for the CI log and the closing note."""
     assert (RESULTS / f"{session.agent.name}.json").exists()
     assert Path(session.work).exists()
+
+
+@pytest.mark.xfail(strict=False, reason="/v1/messages answers 400 to a `system` message inside `messages`, "
+                   "which Claude Code sends for its Agent, Skill and Task tools' notes")
+def test_claude_code_with_every_default_tool(tmp_path: Path) -> None:
+    """Claude Code with its default tools (Agent, Skill, Task) completes a shorter loop too."""
+    reason = clis.skip_reason("claude")
+    if reason is not None:
+        pytest.skip(f"skipped: claude: {reason}")
+    agent = clis.ClaudeCode(steps=12, system_notes=True)
+    result = asyncio.run(run_session(agent, tmp_path))
+    assert result.returncode == 0, result.output[-3000:]
+    assert clis.FINAL_TEXT in result.output
+    assert [r.violations for r in result.received if r.violations] == []
