@@ -24,6 +24,7 @@ FILES = 11
 LINES = 80
 FINAL_TEXT = "All scratch files are read, listed, checked and edited."
 EDITED_LINE = 3
+TASK = "Go through the scratch notes files one by one."
 NOTE_TOOLS = ("Agent", "Skill", "TaskCreate", "TaskUpdate", "TaskList", "TaskGet", "TaskOutput", "TaskStop")
 
 
@@ -81,9 +82,9 @@ class ClaudeCode:
     protocol: str = "anthropic"
     model: str = "claude-e2e"
     side_model: str = "claude-e2e-small"
-    window: int = 36_000
+    window: int = 30_000
     steps: int = STEPS
-    system_notes: bool = False  # Agent, Skill and Task tools: their notes come as `system` messages in `messages`
+    system_notes: bool = False  # NOTE_TOOLS on: their notes come as `system` messages in `messages`
 
     def script(self, work: Path) -> Script:
         """Read, Bash ls, Bash grep, Edit on each file."""
@@ -113,7 +114,7 @@ class ClaudeCode:
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
                "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
                "DISABLE_AUTO_COMPACT": "1", "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1", "IS_SANDBOX": "1"}
-        argv = [str(NPM_BIN / "claude"), "-p", "Go through the scratch notes files one by one.",
+        argv = [str(NPM_BIN / "claude"), "-p", TASK,
                 "--dangerously-skip-permissions", "--model", self.model]
         return argv + ([] if self.system_notes else ["--disallowedTools", *NOTE_TOOLS]), env
 
@@ -169,7 +170,7 @@ stream_max_retries = 0
 """, encoding="utf-8")
         env = {"CODEX_HOME": str(codex_home), "CTXPROXY_E2E_KEY": "sk-e2e-0123456789abcdef"}
         argv = [str(NPM_BIN / "codex"), "exec", "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox", "Go through the scratch notes files one by one."]
+                "--dangerously-bypass-approvals-and-sandbox", TASK]
         return argv, env
 
     def stdin(self, work: Path) -> bytes:
@@ -209,7 +210,7 @@ class OpenCode:
         return any((t.get("function") or {}).get("name") == "bash" for t in body.get("tools") or [])
 
     def command(self, work: Path, home: Path, base_url: str) -> tuple[list[str], dict[str, str]]:
-        """`opencode run` with its config in OPENCODE_CONFIG_CONTENT; no model catalogue, plugins or updates."""
+        """`opencode run`, its config in OPENCODE_CONFIG_CONTENT; no model catalogue, plugins or updates."""
         models = {self.model: {"name": self.model, "limit": {"context": 200_000, "output": 4096}},
                   self.side_model: {"name": self.side_model, "limit": {"context": 200_000, "output": 1024}}}
         config = {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
@@ -223,7 +224,7 @@ class OpenCode:
                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
                "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
                "OPENCODE_DISABLE_AUTOCOMPACT": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1"}
-        return [str(NPM_BIN / "opencode"), "run", "Go through the scratch notes files one by one."], env
+        return [str(NPM_BIN / "opencode"), "run", TASK], env
 
     def stdin(self, work: Path) -> bytes:
         """Nothing: the task is on the command line."""
@@ -238,7 +239,7 @@ class Aider:
     protocol: str = "chat"
     model: str = "gpt-e2e"
     side_model: str = "gpt-e2e-small"
-    window: int = 9_000
+    window: int = 6_600
 
     def script(self, work: Path) -> Script:
         """Answer each piped turn by what it asks: a note, an edit block, or FINAL_TEXT."""
@@ -248,8 +249,8 @@ class Aider:
             asked = _last_user_text(body)
             for k in range(FILES):
                 if f"Mark line {EDITED_LINE} of notes_{k}.txt" in asked:
-                    return Final(f"notes_{k}.txt\n```\n<<<<<<< SEARCH\n{scratch_line(k, EDITED_LINE)}\n=======\n"
-                                 f"{edited_line(k)}\n>>>>>>> REPLACE\n```\n")
+                    return Final(f"notes_{k}.txt\n```\n<<<<<<< SEARCH\n{scratch_line(k, EDITED_LINE)}\n"
+                                 f"=======\n{edited_line(k)}\n>>>>>>> REPLACE\n```\n")
             return Final(FINAL_TEXT if "Are we done" in asked else "Noted, next please.")
         return answer
 

@@ -1,4 +1,4 @@
-"""The agent CLI suite runs only when asked (`make test-agents` sets CTXPROXY_AGENTS=1), never in `pytest -q`."""
+"""The agent CLI suite runs only when asked (`make test-agents` sets CTXPROXY_AGENTS=1), not in `pytest`."""
 
 from __future__ import annotations
 

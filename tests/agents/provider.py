@@ -58,7 +58,7 @@ class Received:
 
 @dataclass
 class AgentProvider:
-    """The fake provider; `script(step, body)` answers the loop's requests, `is_main(body)` tells them apart."""
+    """The fake provider: `script(step, body)` answers the loop's requests, `is_main(body)` picks them."""
 
     script: Script
     is_main: Callable[[JSON], bool]

@@ -21,14 +21,12 @@ from typing import Any, Protocol
 
 from compaction.tokens import TokenCounter
 from tests.agents.provider import AgentProvider, Received, Script
+from tests.agents.trap import ProxyTrap
 from tests.e2e.server_process import ROOT, ServerProcess, free_port
 
 JSON = dict[str, Any]
 CLIENT_KEY = "sk-agents-e2e-0123456789abcdef"
-LOOPBACK_ONLY = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-                 "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
-                 "ALL_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1,localhost",
-                 "no_proxy": "127.0.0.1,localhost"}
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 SKIP_KEYS = {"type", "id", "call_id", "tool_use_id", "role", "cache_control", "signature", "status",
              "encrypted_content", "model", "name"}
 CLI_TIMEOUT_S = 600.0
@@ -70,6 +68,7 @@ class Session:
     seconds: float
     received: list[Received]
     unexpected: list[str]
+    outside: list[str]  # what the CLI tried to reach past 127.0.0.1 (through the proxy trap)
     log: list[JSON]
     conversations: list[JSON]
     work: Path
@@ -105,6 +104,7 @@ async def run_session(agent: Agent, tmp: Path) -> Session:
     home.mkdir(parents=True, exist_ok=True)
     script = agent.script(work)
     provider = await AgentProvider(script, agent.is_main).start()
+    trap = await ProxyTrap().start()
     store, log_path = tmp / "ctxproxy.db", tmp / "ctxproxy.log"
     config = ctxproxy_config(tmp / "ctxproxy.yaml", agent, provider.base, store)
     server = ServerProcess(config, free_port())
@@ -113,15 +113,17 @@ async def run_session(agent: Agent, tmp: Path) -> Session:
             await _start_logged(server, log_file)
             started = time.monotonic()
             argv, env = agent.command(work, home, server.url)
-            returncode, output = await _run_cli(argv, work, _environment(home, env), agent.stdin(work))
+            environment = _environment(home, trap.url, env)
+            returncode, output = await _run_cli(argv, work, environment, agent.stdin(work))
             seconds = time.monotonic() - started
             server.stop()
     finally:
         server.stop()
         await provider.close()
+        await trap.close()
     counter = TokenCounter.for_model(agent.model)
     return Session(agent, returncode, output, seconds, provider.received, provider.unexpected,
-                   _log_lines(log_path), _conversations(store), work,
+                   trap.attempts, _log_lines(log_path), _conversations(store), work,
                    [received_tokens(r.body, counter) for r in provider.received])
 
 
@@ -134,15 +136,16 @@ async def _start_logged(server: ServerProcess, log_file: Any) -> None:
     await server._wait_ready()
 
 
-def _environment(home: Path, extra: dict[str, str]) -> dict[str, str]:
-    """A minimal environment: PATH, a throwaway HOME and XDG folders, loopback-only proxies, the CLI's own."""
+def _environment(home: Path, proxy: str, extra: dict[str, str]) -> dict[str, str]:
+    """A minimal environment: PATH, a throwaway HOME and XDG folders, every proxy the trap, the CLI's own."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
            "TERM": "dumb", "NO_COLOR": "1", "CI": "true",
            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local/state"),
            "TMPDIR": str(home / "tmp")}
     (home / "tmp").mkdir(parents=True, exist_ok=True)
-    return {**env, **LOOPBACK_ONLY, **extra}
+    proxies = {name: proxy for name in PROXY_VARIABLES}
+    return {**env, **proxies, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", **extra}
 
 
 async def _run_cli(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes) -> tuple[int, str]:

@@ -49,7 +49,8 @@ def _anthropic_message(messages: list[JSON], index: int, message: JSON) -> list[
         before = messages[index - 1] if index else {}
         asked = {b.get("id") for b in _blocks(before.get("content")) if b.get("type") == "tool_use"}
         if results - asked:
-            problems.append(f"message {index}: tool_result {sorted(map(str, results - asked))} without tool_use")
+            orphans = sorted(map(str, results - asked))
+            problems.append(f"message {index}: tool_result {orphans} without tool_use")
         if results and blocks and blocks[0].get("type") != "tool_result":
             problems.append(f"message {index}: tool_result blocks do not come first")
     return problems
@@ -116,7 +117,8 @@ def chat_violations(body: JSON) -> list[str]:
             problems.append(f"message {index}: tool calls {sorted(pending)} unanswered")
         if role not in ("system", "developer", "user", "assistant"):
             problems.append(f"message {index}: role {role!r}")
-        pending = {str(c.get("id")) for c in message.get("tool_calls") or []} if role == "assistant" else set()
+        calls = message.get("tool_calls") if role == "assistant" else None
+        pending = {str(c.get("id")) for c in calls or []}
     if pending:
         problems.append(f"tool calls {sorted(pending)} unanswered at the end")
     return problems
