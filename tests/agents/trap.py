@@ -1,4 +1,4 @@
-"""A loopback stand-in for an HTTP proxy: the CLIs' HTTP(S)_PROXY, recording every request line and refusing it.
+"""A loopback stand-in for an HTTP proxy (the CLIs' HTTP(S)_PROXY): records each request line, refuses it.
 
 Anything a CLI tries to reach outside 127.0.0.1 goes through it (CONNECT host:443 or GET http://...), so the
 suite can tell that no CLI tried to reach the internet, and what it tried when one did.
