@@ -160,6 +160,15 @@ check_for_update_on_startup = false
 [analytics]
 enabled = false
 
+[features]
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+apps = false
+in_app_updates = false
+tool_suggest = false
+skill_mcp_dependency_install = false
+
 [model_providers.ctxproxy]
 name = "ctxproxy"
 base_url = "{base_url}/v1"
@@ -210,7 +219,10 @@ class OpenCode:
         return any((t.get("function") or {}).get("name") == "bash" for t in body.get("tools") or [])
 
     def command(self, work: Path, home: Path, base_url: str) -> tuple[list[str], dict[str, str]]:
-        """`opencode run`, its config in OPENCODE_CONFIG_CONTENT; no model catalogue, plugins or updates."""
+        """`opencode run`, its config in OPENCODE_CONFIG_CONTENT; no model catalogue, plugins or updates.
+
+        Its plugin package install (npm) is pointed at a closed loopback port; ripgrep comes from PATH.
+        """
         models = {self.model: {"name": self.model, "limit": {"context": 200_000, "output": 4096}},
                   self.side_model: {"name": self.side_model, "limit": {"context": 200_000, "output": 1024}}}
         config = {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
@@ -219,11 +231,13 @@ class OpenCode:
                                             "options": {"baseURL": base_url + "/v1",
                                                         "apiKey": "sk-e2e-0123456789abcdef"},
                                             "models": models}}}
+        (home / ".npmrc").write_text("registry=http://127.0.0.1:9/\n", encoding="utf-8")
         env = {"OPENCODE_CONFIG_CONTENT": json.dumps(config), "OPENCODE_PERMISSION": '{"*":"allow"}',
                "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
                "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
-               "OPENCODE_DISABLE_AUTOCOMPACT": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1"}
+               "OPENCODE_DISABLE_AUTOCOMPACT": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+               "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
         return [str(NPM_BIN / "opencode"), "run", TASK], env
 
     def stdin(self, work: Path) -> bytes:

@@ -34,10 +34,21 @@ install_aider() {
   fi
 }
 
+install_ripgrep() {  # opencode downloads ripgrep from outside the registries unless `rg` is on PATH
+  if command -v rg >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ripgrep) >"$DEST/ripgrep.log" 2>&1
+  fi
+  if ! command -v rg >/dev/null 2>&1; then
+    echo "ripgrep (rg) is not installed and opencode would download it at run time" >"$DEST/opencode.skip"
+  fi
+}
+
 start=$(date +%s)
 install_npm claude @anthropic-ai/claude-code "$CLAUDE_VERSION"
 install_npm codex @openai/codex "$CODEX_VERSION"
 install_npm opencode opencode-ai "$OPENCODE_VERSION"
+[ -f "$DEST/opencode.skip" ] || install_ripgrep
 install_aider
 for name in claude codex opencode aider; do
   if [ -f "$DEST/$name.skip" ]; then echo "skipped: $name: $(cat "$DEST/$name.skip")"; else echo "installed: $name $(cat "$DEST/$name.installed")"; fi
