@@ -13,8 +13,8 @@ mkdir -p "$DEST/npm"
 
 install_npm() {  # name package version
   local name=$1 pkg=$2 version=$3 stamp="$DEST/$1.installed"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version" ]; then return 0; fi
   rm -f "$DEST/$name.skip"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version" ]; then return 0; fi
   if npm install --prefix "$DEST/npm" --no-audit --no-fund --loglevel=error "$pkg@$version" >"$DEST/$name.log" 2>&1; then
     echo "$version" >"$stamp"
   else
@@ -24,8 +24,8 @@ install_npm() {  # name package version
 
 install_aider() {
   local stamp="$DEST/aider.installed"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$AIDER_VERSION" ]; then return 0; fi
   rm -f "$DEST/aider.skip"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$AIDER_VERSION" ]; then return 0; fi
   if "$PYTHON" -m venv "$DEST/aider" >"$DEST/aider.log" 2>&1 \
     && "$DEST/aider/bin/pip" install --quiet "aider-chat==$AIDER_VERSION" >>"$DEST/aider.log" 2>&1; then
     echo "$AIDER_VERSION" >"$stamp"
