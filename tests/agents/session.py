@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import aiohttp
+
 from compaction.tokens import TokenCounter
 from tests.agents.provider import AgentProvider, Received, Script
 from tests.agents.trap import ProxyTrap
@@ -71,6 +73,7 @@ class Session:
     outside: list[str]  # what the CLI tried to reach past 127.0.0.1 (through the proxy trap)
     log: list[JSON]
     conversations: list[JSON]
+    metrics: dict[str, float]  # ctxproxy's counters (/metrics) when the CLI was done
     work: Path
     tokens: list[int] = field(default_factory=list)
 
@@ -116,6 +119,7 @@ async def run_session(agent: Agent, tmp: Path) -> Session:
             environment = _environment(home, trap.url, env)
             returncode, output = await _run_cli(argv, work, environment, agent.stdin(work))
             seconds = time.monotonic() - started
+            metrics = await _counters(server.url)
             server.stop()
     finally:
         server.stop()
@@ -123,7 +127,7 @@ async def run_session(agent: Agent, tmp: Path) -> Session:
         await trap.close()
     counter = TokenCounter.for_model(agent.model)
     return Session(agent, returncode, output, seconds, provider.received, provider.unexpected,
-                   trap.attempts, _log_lines(log_path), _conversations(store), work,
+                   trap.attempts, _log_lines(log_path), _conversations(store), metrics, work,
                    [received_tokens(r.body, counter) for r in provider.received])
 
 
@@ -160,6 +164,18 @@ async def _run_cli(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes
         out, _ = await process.communicate()
         return -9, out.decode(errors="replace") + f"\n[killed after {CLI_TIMEOUT_S} s]"
     return int(process.returncode or 0), out.decode(errors="replace")
+
+
+async def _counters(base_url: str) -> dict[str, float]:
+    """ctxproxy's counters from GET /metrics (name with labels -> value; `_created` series left out)."""
+    async with aiohttp.ClientSession() as client, client.get(base_url + "/metrics") as response:
+        text = await response.text()
+    counters: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("ctxproxy_") and "_total" in name:
+            counters[name] = float(value)
+    return counters
 
 
 def _log_lines(path: Path) -> list[JSON]:

@@ -32,11 +32,14 @@ GAPS: dict[tuple[str, str], str] = {
     ("claude", "conversation"): f"{IDENTITY}: Claude Code echoes Edit's input reordered: each edit forks",
     ("opencode", "conversation"): f"{IDENTITY}: opencode re-serialises tool arguments, every request forks",
     ("aider", "conversation"): f"{IDENTITY}: aider rebuilds its history every turn",
+    ("codex", "overhead"): "the 5 ms p50 target is not met on the Responses route yet",
     ("claude", "overhead"): "the resend fast path never applies to Claude Code (its cache_control moves)",
     ("opencode", "overhead"): "each forked conversation is stored and planned from scratch",
     ("aider", "overhead"): "each rebuilt history is stored and planned from scratch",
 }
 RESULTS = clis.AGENTS_DIR / "results"
+EARLY = "ctxproxy_early_forwards_total"
+MISMATCHES = "ctxproxy_early_forward_mismatches_total"
 
 
 @pytest.fixture(scope="module", params=list(AGENTS))
@@ -81,7 +84,9 @@ def _report(session: Session) -> None:
                "all_requests": len(session.received), "compacted": sum(1 for x in log if x.get("compacted")),
                "conversations": len({x.get("conversation_id") for x in log}),
                "max_tokens_received": max(session.tokens, default=0), "window": session.agent.window,
-               "overhead_p50_ms": overhead_p50(session), "outside": session.outside}
+               "overhead_p50_ms": overhead_p50(session), "outside": session.outside,
+               "early_forwards": session.metrics.get(EARLY, 0.0),
+               "early_forward_mismatches": session.metrics.get(MISMATCHES, 0.0)}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{session.agent.name}.json").write_text(json.dumps(figures, indent=1), encoding="utf-8")
     (RESULTS / f"{session.agent.name}.ctxproxy.jsonl").write_text(
@@ -152,6 +157,11 @@ def test_overhead_uncompacted(request: pytest.FixtureRequest, session: Session) 
     known_gap(request, session, "overhead")
     p50 = overhead_p50(session)
     assert p50 is not None and p50 <= OVERHEAD_P50_MS, f"p50 {p50} ms"
+
+
+def test_no_early_forward_mismatch(session: Session) -> None:
+    """No early-forwarded request disagreed with its full preparation (nothing else changed anything)."""
+    assert session.metrics.get(MISMATCHES, 0.0) == 0.0
 
 
 def test_results_written(session: Session) -> None:
