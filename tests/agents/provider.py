@@ -106,10 +106,12 @@ class AgentProvider:
         return action
 
     async def _unexpected(self, request: web.Request) -> web.Response:
+        """Any other path: recorded, answered 404."""
         self.unexpected.append(f"{request.method} {request.path_qs}")
         return web.json_response({"error": {"message": f"not served: {request.path}"}}, status=404)
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
+        """Anthropic Messages: JSON or SSE, with a unique message id (Claude Code merges equal ids)."""
         body = await request.json()
         action = self._record(request, "anthropic", body, validate.anthropic_violations(body))
         script = anthropic_upstream.MessageReply(text=SIDE_TEXT)
@@ -126,6 +128,7 @@ class AgentProvider:
         return await _sse(request, [e.replace(b'"msg_fake"', b'"' + message_id + b'"') for e in events])
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI Responses: JSON or typed SSE events, with unique item ids."""
         body = await request.json()
         action = self._record(request, "responses", body, validate.responses_violations(body))
         text, calls = _text_and_calls(action, f"call_{self.steps:04d}")
@@ -137,6 +140,7 @@ class AgentProvider:
         return await _sse(request, [e.replace(b'_fake"', unique + b'"') for e in events])
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        """Chat completions: JSON or SSE chunks."""
         body = await request.json()
         action = self._record(request, "chat", body, validate.chat_violations(body))
         text, calls = _text_and_calls(action, f"call_{self.steps:04d}")

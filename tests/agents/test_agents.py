@@ -92,7 +92,7 @@ def _report(session: Session) -> None:
     (RESULTS / f"{session.agent.name}.ctxproxy.jsonl").write_text(
         "".join(json.dumps(line) + "\n" for line in session.log), encoding="utf-8")
     (RESULTS / f"{session.agent.name}.output.txt").write_text(session.output, encoding="utf-8")
-    print(f"agents: {json.dumps(figures)}")
+    print(f"\nagents: {json.dumps(figures)}")
 
 
 def test_loop_completes(session: Session) -> None:
