@@ -64,6 +64,7 @@ class AgentProvider:
     is_main: Callable[[JSON], bool]
     received: list[Received] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
+    reasoning: dict[str, str] = field(default_factory=dict)  # Responses: call_id -> its reasoning item's id
     steps: int = 0
     server: TestServer | None = None
 
@@ -130,14 +131,17 @@ class AgentProvider:
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         """OpenAI Responses: JSON or typed SSE events, with unique item ids."""
         body = await request.json()
-        action = self._record(request, "responses", body, validate.responses_violations(body))
+        problems = validate.responses_violations(body) + validate.reasoning_violations(body, self.reasoning)
+        action = self._record(request, "responses", body, problems)
         text, calls = _text_and_calls(action, f"call_{self.steps:04d}")
-        items = responses_api.output_items(text, calls, False)
+        unique = f"_{len(self.received):04d}"
+        items = responses_api.output_items(text, calls, action is not None)
+        self.reasoning.update({c["id"]: "rs" + unique for c in calls})
         if not body.get("stream"):
-            return web.json_response(responses_api.response_json(body, items))
-        unique = f"_{len(self.received):04d}".encode()
+            reply = json.dumps(responses_api.response_json(body, items)).replace('_fake"', unique + '"')
+            return web.json_response(text=reply)
         events = responses_api.sse_events(body, items, 40)
-        return await _sse(request, [e.replace(b'_fake"', unique + b'"') for e in events])
+        return await _sse(request, [e.replace(b'_fake"', unique.encode() + b'"') for e in events])
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         """Chat completions: JSON or SSE chunks."""

@@ -60,3 +60,12 @@ def test_chat_pairing() -> None:
     assert validate.chat_violations({"messages": [user, asked, answer, user]}) == []
     assert validate.chat_violations({"messages": [user, asked, user]}) != []
     assert validate.chat_violations({"messages": [user, answer]}) != []
+
+
+def test_reasoning_before_its_call() -> None:
+    """A call issued with a reasoning item needs that item before it when sent back."""
+    issued = {"c1": "rs_1"}
+    call = {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"}
+    reasoning = {"type": "reasoning", "id": "rs_1", "encrypted_content": "x"}
+    assert validate.reasoning_violations({"input": [reasoning, call]}, issued) == []
+    assert validate.reasoning_violations({"input": [call]}, issued) != []

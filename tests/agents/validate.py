@@ -101,6 +101,22 @@ def responses_violations(body: JSON) -> list[str]:
     return problems
 
 
+def reasoning_violations(body: JSON, reasoning: dict[str, str]) -> list[str]:
+    """Responses API: a function call that came with a reasoning item is sent back after that item."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return []
+    seen: set[str] = set()
+    problems: list[str] = []
+    for index, item in enumerate(items or []):
+        if item.get("type") == "reasoning":
+            seen.add(str(item.get("id")))
+        needed = reasoning.get(str(item.get("call_id")))
+        if item.get("type") == "function_call" and needed is not None and needed not in seen:
+            problems.append(f"item {index}: function_call {item.get('call_id')} without its reasoning item")
+    return problems
+
+
 def chat_violations(body: JSON) -> list[str]:
     """Chat completions: every assistant tool call answered by tool messages right after it, no orphans."""
     problems: list[str] = []
