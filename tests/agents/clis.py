@@ -70,6 +70,7 @@ def skip_reason(name: str) -> str | None:
 def _script(actions: list[Action]) -> Script:
     """A Script that plays `actions` in order, then FINAL_TEXT for every later loop request."""
     def play(step: int, body: JSON) -> Action:
+        """The step's scripted action."""
         return actions[step] if step < len(actions) else Final(FINAL_TEXT)
     return play
 
@@ -92,6 +93,7 @@ class ClaudeCode:
         return _script([self._action(work, *step_plan(i)) for i in range(self.steps)])
 
     def _action(self, work: Path, op: str, k: int) -> Action:
+        """One step's tool call on scratch file `k`."""
         path = str(work / f"notes_{k}.txt")
         if op == "read":
             return Call("Read", {"file_path": path})
@@ -139,6 +141,7 @@ class Codex:
         return _script([self._action(*step_plan(i)) for i in range(STEPS)])
 
     def _action(self, op: str, k: int) -> Action:
+        """One step's exec_command on scratch file `k`."""
         name = f"notes_{k}.txt"
         command = {"read": f"cat {name}", "list": "ls -la", "shell": f"grep -c ledger {name}",
                    "edit": f"sed -i 's/^line {EDITED_LINE} of notes {k}:/line {EDITED_LINE} of notes {k}"
@@ -203,6 +206,7 @@ class OpenCode:
         return _script([self._action(work, *step_plan(i)) for i in range(STEPS)])
 
     def _action(self, work: Path, op: str, k: int) -> Action:
+        """One step's tool call on scratch file `k`."""
         path = str(work / f"notes_{k}.txt")
         if op == "read":
             return Call("read", {"filePath": path})
@@ -260,6 +264,7 @@ class Aider:
         write_scratch(work)
 
         def answer(step: int, body: JSON) -> Action:
+            """The reply to the turn the request ends with."""
             asked = _last_user_text(body)
             for k in range(FILES):
                 if f"Mark line {EDITED_LINE} of notes_{k}.txt" in asked:

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import aiohttp
 
@@ -131,7 +131,7 @@ async def run_session(agent: Agent, tmp: Path) -> Session:
                    [received_tokens(r.body, counter) for r in provider.received])
 
 
-async def _start_logged(server: ServerProcess, log_file: Any) -> None:
+async def _start_logged(server: ServerProcess, log_file: IO[bytes]) -> None:
     """Start `python -m proxy serve` with its stdout (the JSON log) into `log_file`."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     server.process = subprocess.Popen(

@@ -10,10 +10,12 @@ JSON = dict[str, Any]
 
 
 def _use(call_id: str) -> JSON:
+    """A tool_use block."""
     return {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": "ls"}}
 
 
 def _result(call_id: str) -> JSON:
+    """A tool_result block answering `call_id`."""
     return {"type": "tool_result", "tool_use_id": call_id, "content": "a.txt"}
 
 

@@ -37,6 +37,7 @@ class ProxyTrap:
             await self.server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Record one connection's request line and refuse it."""
         try:
             line = await asyncio.wait_for(reader.readline(), 5.0)
             if line:

@@ -57,12 +57,14 @@ def _anthropic_message(messages: list[JSON], index: int, message: JSON) -> list[
 
 
 def _blocks(content: Any) -> list[JSON]:
+    """A message's content as blocks (a string is one text block)."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return [b for b in content or [] if isinstance(b, dict)]
 
 
 def _result_ids(message: JSON) -> set[Any]:
+    """The tool_use ids a message's tool_result blocks answer."""
     return {b.get("tool_use_id") for b in _blocks(message.get("content")) if b.get("type") == "tool_result"}
 
 
