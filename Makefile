@@ -14,7 +14,7 @@ WH_STAMP   := $(WHEELHOUSE)/.built
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install serve test lint typecheck eval bench bench-deps browser wheelhouse clean
+.PHONY: install serve test test-agents lint typecheck eval bench bench-deps browser wheelhouse clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ serve: $(STAMP)
 
 test: $(STAMP) $(WH_STAMP)
 	$(BIN)/python -m pytest -q
+
+# The real agent CLIs (Claude Code, Codex, opencode, aider) at pinned versions, installed into .agents/
+# from npm and PyPI, each driven through ctxproxy by a scripted provider (tests/agents). A CLI that
+# cannot be installed is skipped with its reason; `make test` never runs these.
+test-agents: $(STAMP)
+	bash tests/agents/install.sh
+	CTXPROXY_AGENTS=1 $(BIN)/python -m pytest -q -s tests/agents
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
