@@ -102,7 +102,6 @@ import openai  # noqa: E402,F401,F811
 # Read CTXPROXY_TEST_PG_URL (the PostgreSQL test server) now, before `isolated_env` clears CTXPROXY_*.
 from tests.pg import server as _pg_server  # noqa: E402,F401
 
-
 TESTS = Path(__file__).resolve().parent
 # Folders whose every test is an integration test: a server subprocess, PostgreSQL, a wheel build.
 INTEGRATION_FOLDERS = frozenset({"e2e", "pg", "packaging"})
