@@ -1,4 +1,5 @@
-# One-command set-up: `make serve` runs the proxy on its embedded defaults, `make test` runs the tests.
+# One-command set-up: `make serve` runs the proxy on its embedded defaults, `make test` runs the tests
+# (`make test-fast`: the unit tests alone, in under two minutes).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -14,7 +15,7 @@ WH_STAMP   := $(WHEELHOUSE)/.built
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install serve test test-agents lint typecheck eval bench bench-deps browser wheelhouse clean
+.PHONY: install serve test test-fast test-agents lint typecheck eval bench bench-deps browser wheelhouse clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,11 @@ serve: $(STAMP)
 test: $(STAMP) $(WH_STAMP)
 	$(BIN)/python -m pytest -q
 
+# The unit tests only: no server subprocess, PostgreSQL, wheel build or browser (the `integration`
+# marker, tests/conftest.py) and no `slow` unit test. Under two minutes on a 2-core machine.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not integration and not slow"
+
 # The real agent CLIs (Claude Code, Codex, opencode, aider) at pinned versions, installed into .agents/
 # from npm and PyPI, each driven through ctxproxy by a scripted provider (tests/agents). A CLI that
 # cannot be installed is skipped with its reason; `make test` never runs these.
@@ -43,7 +49,7 @@ typecheck: $(STAMP)
 # The /ui test in a real headless Chromium (Debian's package; skipped where it is not installed).
 browser: $(STAMP)
 	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
-	$(BIN)/python -m pytest -q tests/inspect/test_ui_browser.py
+	$(BIN)/python -m pytest -q tests/proxy/inspector/test_ui_browser.py
 
 $(WH_STAMP): $(STAMP) pyproject.toml constraints.txt
 	$(BIN)/pip wheel --quiet -c constraints.txt -w $(WHEELHOUSE) 'setuptools==84.2.1' 'wheel==0.48.0' .

@@ -102,6 +102,28 @@ import openai  # noqa: E402,F401,F811
 # Read CTXPROXY_TEST_PG_URL (the PostgreSQL test server) now, before `isolated_env` clears CTXPROXY_*.
 from tests.pg import server as _pg_server  # noqa: E402,F401
 
+TESTS = Path(__file__).resolve().parent
+# Folders whose every test is an integration test: a server subprocess, PostgreSQL, a wheel build.
+INTEGRATION_FOLDERS = frozenset({"e2e", "pg", "packaging"})
+POSTGRES_FIXTURES = frozenset({"pg_url", "pg_database"})
+
+
+def needs_postgres(item: pytest.Item) -> bool:
+    """Asks for the PostgreSQL fixtures, or runs with a `postgres` parameter (the store backends)."""
+    if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.params.values()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the integration tests (`make test-fast` leaves them out): by folder, by the PostgreSQL
+    fixtures and parameters, or explicitly (`@pytest.mark.integration` on a subprocess or browser test)."""
+    for item in items:
+        parts = item.path.resolve().relative_to(TESTS).parts
+        if (parts and parts[0] in INTEGRATION_FOLDERS) or needs_postgres(item):
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -128,7 +128,7 @@ def _read_fast(raw: bytes) -> Any:
     """orjson's parse, or None where it refuses the body (json then decides, errors included).
 
     orjson refuses everything json refuses, and more: lone surrogates, NaN and Infinity, numbers
-    beyond a double, a byte order mark, UTF-16/32 (tests/proxy/test_body_parse.py). The one value it
+    beyond a double, a byte order mark, UTF-16/32 (tests/proxy/server/test_body_parse.py). The one value it
     reads differently is an integer outside 64 bits, read as a float: `_walk` finds such a float."""
     try:
         return orjson.loads(raw)

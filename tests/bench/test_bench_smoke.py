@@ -12,6 +12,8 @@ import pytest
 from bench import bench_doc, cpu_scaling, memory, resend, run_all, store_soak, throughput
 from bench.common import cpu_seconds, history, mapped_mb, pct, rss_mb, rss_split
 
+pytestmark = pytest.mark.integration  # the benches start servers as subprocesses
+
 TINY: dict[str, Any] = {
     "throughput": throughput.Counts(n=5, n32=12, ttfb=3, warmup=1),
     "resend": resend.Plan(n=4, warmup=1, tokens=3_000),

@@ -52,6 +52,7 @@ def small_run() -> dict[str, Any]:
     return bench_eval.figures([(s, r) for s, r, _ in runs])
 
 
+@pytest.mark.slow
 def test_figures_rows_and_gate_on_a_small_agent_loop(small_run: dict[str, Any]) -> None:
     rows = {r["strategy"]: r for r in small_run["rows"]}
     assert set(rows) == {"ctxproxy+half-failing", "sliding_window", "passthrough"}
@@ -65,6 +66,7 @@ def test_figures_rows_and_gate_on_a_small_agent_loop(small_run: dict[str, Any]) 
     assert [p for p in eval_gate.failures(small_run["rows"]) if "placeholders" not in p] == []
 
 
+@pytest.mark.slow
 def test_results_section_is_replaced_in_place(small_run: dict[str, Any], tmp_path: Path) -> None:
     doc = tmp_path / "results.md"
     doc.write_text("# ctxproxy results\n\n<!-- bench:start -->\nkept\n<!-- bench:end -->\n")

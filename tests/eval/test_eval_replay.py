@@ -30,6 +30,7 @@ def _run_cli(*argv: str) -> tuple[int, str]:
     return args.func(args, env={}, out=out), out.getvalue()
 
 
+@pytest.mark.slow
 def test_replay_cli_json_and_chart(tmp_path: Path) -> None:
     chart = tmp_path / "replay.png"
     code, out = _run_cli(str(SAMPLE), "--window", "6000", "--json", "--chart", str(chart))
@@ -77,6 +78,7 @@ def long_replay() -> ConversationReport:
     return asyncio.run(replay_engine(conv, ReplayOptions(window=12_000)))
 
 
+@pytest.mark.slow
 def test_150_turns_12k_window_every_request_fits_and_pairs(long_replay: ConversationReport) -> None:
     report = long_replay
     assert len(report.requests) > 150
@@ -85,6 +87,7 @@ def test_150_turns_12k_window_every_request_fits_and_pairs(long_replay: Conversa
     assert report.final_compression_ratio > 3
 
 
+@pytest.mark.slow
 def test_150_turns_12k_window_every_planted_fact_is_in_final_context(
         long_replay: ConversationReport) -> None:
     facts = long_replay.facts

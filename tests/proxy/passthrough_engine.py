@@ -1,7 +1,7 @@
 """A minimal engine for HTTP-layer tests: real store ingest, no compaction (forwards everything).
 
 It follows the Engine contract (prepare / record_reply / after_turn / aclose) so proxy tests can
-isolate HTTP behaviour from compaction decisions; tests/proxy/test_store_identity.py uses the real one.
+isolate HTTP behaviour from compaction decisions; tests/proxy/server/test_store_identity.py uses the real one.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestServer
 
 from bench.common import HEADERS, history, pct
@@ -31,6 +32,7 @@ async def _post(http: aiohttp.ClientSession, url: str, body: bytes) -> dict[str,
         return dict(resp.headers)
 
 
+@pytest.mark.slow
 async def test_healthz_answers_while_a_first_compaction_and_a_10_mb_request_run(
         tmp_path: Path, fake_upstream: FakeUpstream) -> None:
     summarizer = await FakeUpstream().start()

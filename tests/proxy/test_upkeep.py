@@ -75,6 +75,7 @@ def test_the_checkpoint_fits_the_wal_size(tmp_path: Path, wal: int, asked: list[
     assert store.asked == asked
 
 
+@pytest.mark.slow
 def test_truncate_completes_under_continuous_writes(served: tuple[Store, TenantStore, str]) -> None:
     store, tenant, cid = served
     done = threading.Event()

@@ -7,6 +7,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from compaction.types import Message
 from config.settings import StoreSettings
 from store.encoding.identity import chain_hashes
@@ -83,6 +85,7 @@ def test_the_bound_drops_the_least_recently_used() -> None:
     assert cache.leading("huge", chain, 4) == () and cache.held <= 10
 
 
+@pytest.mark.slow
 def test_a_kept_row_costs_at_most_row_bytes(store: StoreBackend, alice: TenantAccess) -> None:
     """What the cache holds after resends, measured (tracemalloc), is within its stated bound per row."""
     histories = [history(50, topic=f"topic {c}") for c in range(20)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,6 +68,7 @@ def whole_span_in(value: str, text: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=identifiers(), template=_CONTEXTS, role=st.sampled_from(["user", "assistant", "tool"]))
 def test_extracted_values_are_whole_token_spans_of_their_source(value: str, template: str, role: str) -> None:

@@ -81,6 +81,7 @@ def test_calibration_rates_count_each_verdict() -> None:
     assert report.by_category == {"faithful/x": (2, 1), "invented/y": (2, 1)}
 
 
+@pytest.mark.slow
 def test_generated_corpus_rates_stay_in_bounds(tmp_path: Path) -> None:
     """The generator part of bench/verifier_eval.py's corpus (the real sessions are not needed)."""
     report = calibration_rates(build_corpus(seed=3, sessions_dir=tmp_path))

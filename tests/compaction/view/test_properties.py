@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,7 @@ def _fit(plan: Plan, offered: bool, policy: str) -> Plan:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversation(), st.integers(300, 6_000), st.integers(0, 400), st.integers(0, 12),
        st.booleans(), st.sampled_from(["reject", "truncate"]))
@@ -160,6 +162,7 @@ def assert_no_husks(plan: Plan, out: Plan) -> None:
             assert slot.tokens >= oversized - 10, (slot.tokens, oversized)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(conversation(), st.integers(1, 40), st.integers(50, 5_000))
 def test_the_fresh_tail_is_whole_groups_within_its_share(msgs: list[Message], count: int,

@@ -65,6 +65,7 @@ def test_the_memo_is_used_and_bounded() -> None:
     assert steps[-2:] == ["x", "x"]  # a float is never memoised, always computed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("words", [1, 30, 300])  # ~40-byte to ~9 KiB messages
 def test_the_bound_holds_in_real_bytes(words: int) -> None:
     """Filled far past its bound, the memo holds about `max_bytes` (tracemalloc), not a multiple of it:
@@ -110,6 +111,7 @@ def test_a_run_is_compared_in_order_and_bounded() -> None:
     assert memo.run_bytes <= 3_000
 
 
+@pytest.mark.slow
 def test_runs_hold_their_bound_in_real_bytes() -> None:
     """Kept runs are right-sized copies of the request's keys: what they hold, measured, is about
     what they count, not orjson's 4 KiB buffers."""

@@ -15,9 +15,9 @@ from proxy.inspector import view as inspect_view
 from store.models import ContextView, SummaryDraft, ViewItem
 from store.sqlite.store import Store
 from store.tenant import TenantStore
-from tests.inspect.inspect_fake_store import FakeTenantStore
-from tests.inspect.inspect_fixtures import API_KEY, Populated
-from tests.inspect.inspect_scenario import ORIGINAL_TEXT, PINNED_TEXT, count_tokens
+from tests.proxy.inspector.inspect_fake_store import FakeTenantStore
+from tests.proxy.inspector.inspect_fixtures import API_KEY, Populated
+from tests.proxy.inspector.inspect_scenario import ORIGINAL_TEXT, PINNED_TEXT, count_tokens
 
 
 @pytest.fixture

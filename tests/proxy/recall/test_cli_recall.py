@@ -11,7 +11,7 @@ from config.settings import StoreSettings
 from proxy.cli.main import main
 from proxy.recall.api import as_list, hit_json, item_json, run_search, search_query
 from store.sqlite.store import Store
-from tests.recall.recall_data import ALPHA_KEY, BETA_KEY, FACT, Populated
+from tests.proxy.recall.recall_data import ALPHA_KEY, BETA_KEY, FACT, Populated
 
 Capture = pytest.CaptureFixture[str]
 

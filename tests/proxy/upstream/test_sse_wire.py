@@ -1,4 +1,4 @@
-"""The SSE relay against byte-exact upstream streams (tests/proxy/raw_upstream.py), over HTTP."""
+"""The SSE relay against byte-exact upstream streams (tests/proxy/upstream/raw_upstream.py), over HTTP."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
-from tests.proxy.raw_upstream import RawUpstream, chunk_json
+from tests.proxy.upstream.raw_upstream import RawUpstream, chunk_json
 
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "raw"}], "stream": True}
 HEADERS = {"Authorization": f"Bearer {TEST_API_KEY}"}

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from proxy.cli.main import main
-from tests.inspect.inspect_fixtures import API_KEY, OTHER_KEY, Populated
-from tests.inspect.inspect_scenario import PINNED_TEXT
+from tests.proxy.inspector.inspect_fixtures import API_KEY, OTHER_KEY, Populated
+from tests.proxy.inspector.inspect_scenario import PINNED_TEXT
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -17,7 +17,7 @@ from pytest_aiohttp import AiohttpServer
 from config.settings import LiteLLMParams, ModelEntry, ServerSettings, Settings, StoreSettings
 from store.sqlite.store import Store
 from tests.fakes.engine import UnusedEngine
-from tests.inspect.inspect_scenario import MODEL, Scenario, count_tokens, populate
+from tests.proxy.inspector.inspect_scenario import MODEL, Scenario, count_tokens, populate
 
 API_KEY = "sk-inspect-tenant-a-0123456789"
 OTHER_KEY = "sk-inspect-tenant-b-0123456789"

@@ -30,7 +30,7 @@ from config.settings import (
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply, tool_call
-from tests.recall.recall_data import FACT
+from tests.proxy.recall.recall_data import FACT
 from tests.sdk_params import sdk_messages, sdk_tools
 
 JSON = dict[str, Any]

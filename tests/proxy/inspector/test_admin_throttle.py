@@ -11,7 +11,7 @@ from pytest_aiohttp import AiohttpClient, AiohttpServer
 from proxy.inspector.session import FAILURE_LIMIT, LOCKOUT_S, SESSIONS
 from proxy.inspector.source import parse_networks, request_source, source_key
 from proxy.inspector.throttle import FailureThrottle
-from tests.inspect.inspect_fixtures import ADMIN_KEY, Populated, UiClient, build_app, ui_settings
+from tests.proxy.inspector.inspect_fixtures import ADMIN_KEY, Populated, UiClient, build_app, ui_settings
 
 API = "/ui/api/conversations"
 

@@ -9,7 +9,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from tests.recall.recall_data import DAY, FACT, Populated
+from tests.proxy.recall.recall_data import DAY, FACT, Populated
 
 JSON = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """One decision per request: retrieval hints are forwarded only when the recall tools are offered.
 
-Real app and engine over a compacted conversation (tests/recall/test_end_to_end.py's setup). When the
+Real app and engine over a compacted conversation (tests/proxy/recall/test_end_to_end.py's setup). When the
 proxy does not offer its tools (recall disabled, `n > 1`, a client tool already named
 context_search), no forwarded message may tell the model to call them, nor carry the summary's
 "Expand for details about:" line; when it offers them, both the tools and the hints are there.
@@ -21,7 +21,7 @@ from config.settings import RecallSettings
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.upstream import FakeUpstream, Reply
-from tests.recall.test_end_to_end import (
+from tests.proxy.recall.test_end_to_end import (
     CLIENT_TOOL,
     EXPAND,
     SEARCH,

@@ -16,7 +16,7 @@ from proxy import appkeys
 from proxy.observability.metrics import METRIC_NAMES
 from tests.conftest import ProxyFactory, settled
 from tests.fakes.upstream import FakeUpstream
-from tests.observability.obs_support import (
+from tests.proxy.observability.obs_support import (
     MODEL,
     Driven,
     drive,

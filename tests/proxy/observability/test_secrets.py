@@ -19,7 +19,7 @@ from store.interface import StoreBackend
 from store.postgres.store import PgStore
 from tests.conftest import ProxyFactory, settled
 from tests.fakes.upstream import ErrorReply, FakeUpstream
-from tests.observability.obs_support import (
+from tests.proxy.observability.obs_support import (
     CLIENT_KEY,
     MODEL,
     SECRET_MESSAGE,

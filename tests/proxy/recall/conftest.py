@@ -1,4 +1,4 @@
-"""Recall fixtures: the populated store (tests/recall/recall_data.py) and the real app over it."""
+"""Recall fixtures: the populated store (tests/proxy/recall/recall_data.py) and the real app over it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pytest_aiohttp import AiohttpServer
 
 from proxy.app import create_app
 from tests.fakes.engine import UnusedEngine
-from tests.recall.recall_data import ALPHA_KEY, BETA_KEY, Populated, populate, settings_for
+from tests.proxy.recall.recall_data import ALPHA_KEY, BETA_KEY, Populated, populate, settings_for
 
 
 @pytest.fixture

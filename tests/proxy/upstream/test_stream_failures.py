@@ -22,7 +22,7 @@ from config.errors import StoreError
 from tests.conftest import TEST_API_KEY, ProxyFactory, proxy_settings_for
 from tests.fakes.upstream import FakeUpstream, Reply
 from tests.proxy.passthrough_engine import PassthroughEngine
-from tests.proxy.raw_upstream import RawUpstream, chunk_json
+from tests.proxy.upstream.raw_upstream import RawUpstream, chunk_json
 
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "go"}], "stream": True}
 HEADERS = {"Authorization": f"Bearer {TEST_API_KEY}"}

@@ -9,15 +9,16 @@ from typing import Any
 
 import pytest
 
-from tests.inspect.inspect_fixtures import ADMIN_KEY, Populated, UiServerFactory
-from tests.inspect.inspect_scenario import ORIGINAL_TEXT
+from tests.proxy.inspector.inspect_fixtures import ADMIN_KEY, Populated, UiServerFactory
+from tests.proxy.inspector.inspect_scenario import ORIGINAL_TEXT
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="headless Chromium not installed at /usr/bin/chromium")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not CHROMIUM.exists(),
+                                 reason="headless Chromium not installed at /usr/bin/chromium")]
 
 
 def assert_png(path: Path) -> None:

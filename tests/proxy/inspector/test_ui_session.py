@@ -9,7 +9,7 @@ from pytest_aiohttp import AiohttpClient, AiohttpServer
 
 from config.settings import Settings
 from proxy.inspector.session import FAILURE_LIMIT, LOCKOUT_S, SESSION_MAX_AGE_S, SESSIONS, UiSessions
-from tests.inspect.inspect_fixtures import (
+from tests.proxy.inspector.inspect_fixtures import (
     ADMIN_KEY,
     Populated,
     UiClient,

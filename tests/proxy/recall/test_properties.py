@@ -16,7 +16,7 @@ from config.settings import StoreSettings
 from proxy.recall.api import run_search, search_query
 from proxy.recall.tool_loop import ToolLoop
 from store.sqlite.store import Store
-from tests.recall.recall_data import ALPHA_KEY, populate
+from tests.proxy.recall.recall_data import ALPHA_KEY, populate
 
 JSON = dict[str, Any]
 

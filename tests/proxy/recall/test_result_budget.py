@@ -19,7 +19,7 @@ from config.settings import RecallSettings
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
-from tests.recall.test_end_to_end import EXPAND, SEARCH, client, long_history, settings
+from tests.proxy.recall.test_end_to_end import EXPAND, SEARCH, client, long_history, settings
 from tests.sdk_params import sdk_messages
 
 JSON = dict[str, Any]

@@ -39,6 +39,7 @@ def _json_reader(raw: bytes) -> dict[str, Any]:
     return parse_json_object(raw, fast_path=False)
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(st.dictionaries(TEXT, VALUES, max_size=5), st.booleans())
 def test_any_object_reads_as_json_reads_it(value: dict[str, Any], ascii_only: bool) -> None:

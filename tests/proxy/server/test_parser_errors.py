@@ -16,6 +16,8 @@ from tests.conftest import TEST_API_KEY
 from tests.e2e.server_process import ServerProcess, free_port, write_config
 from tests.fakes.upstream import FakeUpstream
 
+pytestmark = pytest.mark.integration  # a `ctxproxy serve` subprocess
+
 CHAT = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from proxy.cli import main as cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VALID = """
 model_list:
   - model_name: gpt-4o-mini
@@ -57,6 +57,7 @@ def test_main_check_config_exit_code(tmp_path: Path) -> None:
     assert cli.main(["check-config", str(path)]) == cli.EXIT_CONFIG_ERROR
 
 
+@pytest.mark.integration  # two `python -m proxy` subprocesses
 def test_python_m_proxy_help() -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     result = subprocess.run([sys.executable, "-m", "proxy", "--help"], cwd=ROOT, env=env,

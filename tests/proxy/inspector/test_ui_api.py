@@ -8,8 +8,8 @@ from pytest_aiohttp import AiohttpClient
 from config.settings import StoreSettings
 from proxy.inspector import view as inspect_view
 from store.sqlite.store import Store
-from tests.inspect.inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiClient, UiServerFactory
-from tests.inspect.inspect_scenario import ORIGINAL_TEXT
+from tests.proxy.inspector.inspect_fixtures import ADMIN_KEY, API_KEY, Populated, UiClient, UiServerFactory
+from tests.proxy.inspector.inspect_scenario import ORIGINAL_TEXT
 
 BEARER = {"Authorization": f"Bearer {ADMIN_KEY}"}
 

@@ -1,5 +1,5 @@
 """Inspector fixtures (defined in inspect_fixtures.py, re-exported here for pytest)."""
 
-from tests.inspect.inspect_fixtures import make_ui_server, populated
+from tests.proxy.inspector.inspect_fixtures import make_ui_server, populated
 
 __all__ = ["make_ui_server", "populated"]
