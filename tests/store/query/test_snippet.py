@@ -1,4 +1,4 @@
-"""store/snippet.py against SQLite FTS5's own snippet(): same window, same brackets, on varied texts."""
+"""store/query/snippet.py against SQLite FTS5's own snippet(): same window, same brackets, on varied texts."""
 
 from __future__ import annotations
 
