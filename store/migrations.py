@@ -18,6 +18,7 @@ import sqlite_utils
 from config.errors import StoreError
 from store import forwarded
 from store.db import transaction
+from store.rehash import rehash_messages
 from store.summaries import dedupe_summaries
 
 _INITIAL = """
@@ -273,6 +274,12 @@ def _summary_keys_with_content(conn: sqlite3.Connection) -> None:
     dedupe_summaries(conn.execute)
 
 
+def _identity_by_meaning(conn: sqlite3.Connection) -> None:
+    """Migration 8: identity hashes recomputed (store/rehash.py): tool arguments hashed by their JSON
+    value, per-request marks ignored, so stored conversations are still found by their resends."""
+    rehash_messages(conn.execute)
+
+
 # Pinned messages are few: a partial index answers "which of this conversation's are pinned" at once.
 _PINNED = "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;"
 
@@ -306,6 +313,8 @@ CREATE TABLE step_leases (
               _PINNED),
     Migration(7, "a summary's key covers its content (a tighter re-summary is a summary of its own)",
               _summary_keys_with_content),
+    Migration(8, "identity hashes by meaning (tool arguments by value, cache marks ignored), recomputed",
+              _identity_by_meaning),
 )
 
 

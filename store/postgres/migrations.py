@@ -16,6 +16,7 @@ from config.errors import StoreError
 from store.migrations import Migration as SqliteMigration
 from store.migrations import refuse_newer_schema
 from store.postgres.db import Database
+from store.rehash import rehash_messages
 from store.summaries import dedupe_summaries
 
 _INITIAL = """
@@ -127,6 +128,12 @@ def _summary_keys_with_content(db: Database) -> None:
     dedupe_summaries(db.execute)
 
 
+def _identity_by_meaning(db: Database) -> None:
+    """Migration 9: identity hashes recomputed (store/rehash.py): tool arguments hashed by their JSON
+    value, per-request marks ignored, so stored conversations are still found by their resends."""
+    rehash_messages(db.execute)
+
+
 # Documents split exactly as queries are (store/postgres/pattern.py) and as FTS5 unicode61 splits
 # them: on anything but letters and digits. The default parser's own token types kept
 # `OrderService3.retry` (a host), `src/module_3.py` (a file) or `-2093` (a signed number) whole,
@@ -180,6 +187,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _summary_keys_with_content),
     Migration(8, "search indexes scoped by tenant, conversation and role; query words folded once",
               _SEARCH_SCOPE),
+    Migration(9, "identity hashes by meaning (tool arguments by value, cache marks ignored), recomputed",
+              _identity_by_meaning),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 
