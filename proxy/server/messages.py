@@ -59,6 +59,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
 def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     """The client's body with model, system and messages as the engine prepared them."""
     system, turns = wire.from_messages(t.prepared.messages)
+    turns = wire.with_client_marks(turns, body.get("messages"))  # the marks where the client put them
     out = {**body, "model": t.params.upstream_model, "messages": turns}
     client_system = body.get("system")
     if isinstance(client_system, str) and system == [{"type": "text", "text": client_system}]:

@@ -5,13 +5,18 @@ Messages, opencode on chat completions)."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestServer
 
+from config.settings import LiteLLMParams, ModelEntry, Settings, StoreSettings
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
+from tests.fakes.anthropic_upstream import FakeAnthropic, MessageReply, content_blocks
 from tests.fakes.upstream import FakeUpstream, Reply, tool_call
 
 JSON = dict[str, Any]
@@ -75,3 +80,92 @@ async def test_codex_resends_are_one_conversation_forwarded_early_without_mismat
     assert await _metric(server, "ctxproxy_early_forward_mismatches_total") == 0
     store = server.app[appkeys.STORE]
     assert len(store.for_tenant(store.tenant_id_for_key(TEST_API_KEY)).list_conversations()) == 1
+
+
+@pytest.fixture
+async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
+    fake = await FakeAnthropic().start()
+    try:
+        yield fake
+    finally:
+        await fake.close()
+
+
+def _marked(blocks: list[JSON]) -> list[JSON]:
+    """Blocks with Claude Code's cache mark on the last one."""
+    return [*blocks[:-1], {**blocks[-1], "cache_control": {"type": "ephemeral"}}]
+
+
+def _unmarked(message: JSON) -> JSON:
+    """A message as Claude Code resends it once it is no longer the newest: its mark moved on."""
+    content = message["content"]
+    if not isinstance(content, list):
+        return message
+    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in content]}
+
+
+CLAUDE_SYSTEM = [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+                 {"type": "text", "text": "Working directory: /w", "cache_control": {"type": "ephemeral"}}]
+CLAUDE_TOOLS = [{"name": "Bash", "description": "Runs a command.",
+                 "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
+                                  "required": ["command"]}}]
+
+
+async def test_claude_code_resends_are_forwarded_early_whatever_the_moving_cache_mark(
+        make_proxy: ProxyFactory, fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    params = LiteLLMParams("anthropic/claude-sonnet-4-5", fake_anthropic.url)
+    entry = ModelEntry("claude-test", params, 200_000)
+    server = await make_proxy(Settings(model_list=(entry,), store=StoreSettings(str(tmp_path / "s.db"))))
+    history: list[JSON] = [{"role": "user", "content": [
+        {"type": "text", "text": "<system-reminder>todo list empty</system-reminder>"},
+        {"type": "text", "text": "fix the failing test"}]}]
+    conversations = set()
+    for step in range(6):
+        use = {"id": f"toolu_{step}", "name": "Bash", "input": {"command": f"ls {step}"}}
+        script = MessageReply(text=f"step {step}", thinking=f"think {step}", tool_uses=[use])
+        fake_anthropic.queue(script)
+        sent = [*map(_unmarked, history[:-1]), {**history[-1], "content": _marked(history[-1]["content"])}]
+        body = {"model": "claude-test", "system": CLAUDE_SYSTEM, "tools": CLAUDE_TOOLS, "messages": sent,
+                "max_tokens": 32000, "stream": True, "metadata": {"user_id": "user_abc_session_1"}}
+        conversation, _ = await _post(server, "/v1/messages", body)
+        conversations.add(conversation)
+        assert fake_anthropic.last_body["messages"] == sent  # the client's marks, where it put them
+        assert fake_anthropic.last_body["system"] == CLAUDE_SYSTEM
+        history += [{"role": "assistant", "content": content_blocks(script)},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{step}",
+                                                  "content": f"out {step}"}]}]
+    await settled(server)
+    assert len(conversations) == 1
+    assert await _metric(server, "ctxproxy_early_forwards_total") == 5
+    assert await _metric(server, "ctxproxy_early_forward_mismatches_total") == 0
+
+
+async def test_opencode_reserialised_arguments_are_one_conversation_forwarded_early(
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
+    server = await make_proxy()
+    history: list[JSON] = [{"role": "system", "content": "You are opencode, an interactive CLI tool."},
+                           {"role": "user", "content": "fix the failing test"}]
+    schema = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+    tools = [{"type": "function",
+              "function": {"name": "bash", "description": "Runs a command.", "parameters": schema}}]
+    conversations = set()
+    for step in range(6):
+        arguments = {"command": f"ls {step}", "description": "Lists files"}
+        fake_upstream.queue(Reply(text=None, tool_calls=[tool_call(f"call_{step}", "bash", arguments)]))
+        body = {"model": "gpt-4o-mini", "messages": history, "tools": tools, "stream": True,
+                "stream_options": {"include_usage": True}, "max_tokens": 32000}
+        conversation, _ = await _post(server, "/v1/chat/completions", body)
+        conversations.add(conversation)
+        assert fake_upstream.last_body["messages"] == history
+        respaced = json.dumps(dict(reversed(arguments.items())), separators=(",", ":"))  # not as received
+        history += [{"role": "assistant", "content": "", "tool_calls": [{
+                        "id": f"call_{step}", "type": "function",
+                        "function": {"name": "bash", "arguments": respaced}}]},
+                    {"role": "tool", "tool_call_id": f"call_{step}", "content": f"out {step}"}]
+    await settled(server)
+    assert len(conversations) == 1
+    assert await _metric(server, "ctxproxy_early_forwards_total") == 5
+    assert await _metric(server, "ctxproxy_early_forward_mismatches_total") == 0
+    store = server.app[appkeys.STORE]
+    [stored] = store.for_tenant(store.tenant_id_for_key(TEST_API_KEY)).list_conversations()
+    assert stored.message_count == len(history) - 1  # every message stored once, no copies
