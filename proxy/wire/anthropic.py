@@ -12,13 +12,13 @@ marks are put back where the client placed them when the body is built (`with_cl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.messages import OPAQUE_TEXT_FIELD
 from compaction.types import Message
 from config.errors import InvalidRequestError
+from store.fastjson import dumps_compact
 
 BLOCKS_KEY = "ctxproxy_blocks"  # the original content (string or blocks) of a canonical message
 MARK = "cache_control"  # a per-request mark: where the provider's prompt cache ends this time
@@ -117,14 +117,14 @@ def assistant_turn(content: Any) -> list[Message]:
     blocks = _blocks(content)
     calls = [{"id": str(b.get("id")), "type": "function",
               "function": {"name": str(b.get("name")),
-                           "arguments": json.dumps(b.get("input") or {}, separators=(",", ":"))}}
+                           "arguments": dumps_compact(b.get("input") or {}).decode()}}
              for b in blocks if b.get("type") == "tool_use"]
     message: Message = {"role": "assistant", "content": text_of(blocks) or None}
     if calls:
         message["tool_calls"] = calls
     opaque = [b for b in blocks if b.get("type") not in ("text", "tool_use")]
     if opaque:  # thinking (with signatures) and other blocks: sent, so counted in the budget
-        message[OPAQUE_TEXT_FIELD] = json.dumps(opaque, ensure_ascii=False, separators=(",", ":"))
+        message[OPAQUE_TEXT_FIELD] = dumps_compact(opaque).decode()
     message[BLOCKS_KEY] = content
     return [message]
 
