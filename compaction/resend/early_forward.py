@@ -47,6 +47,7 @@ class Passthrough:
     prepared: PreparedRequest
     signature: Signature
     reply_hash: str | None = None  # content hash of the reply this process stored after it
+    reply_tokens: int = 0  # its token count as stored (what the full preparation counts for it)
 
 
 def signature(turn: ChatTurn) -> Signature:
@@ -78,12 +79,13 @@ def extended(prior: Passthrough, turn: ChatTurn, new: list[Message], counter: To
     all forwarded as received; None when that is not certain (not first the reply stored after
     `prior`, a new system message, one with `pinned`, different parameters, or over the budget).
     `encoded`: the request's messages as one JSON list (compaction/resend/previous.py), forwarded as
-    they are."""
+    they are. The reply is counted as stored, as the full preparation counts it: a client may echo it
+    with fewer fields (Codex drops its items' ids and statuses), which identity ignores."""
     if not _continues(prior, new) or signature(turn) != prior.signature or any(
             m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new):
         return None
     before = prior.prepared
-    added = sum(map(counter.count_message, new))
+    added = prior.reply_tokens + sum(map(counter.count_message, new[1:]))
     if before.tokens_forwarded + added > before.budget:
         return None
     occupancy = replace(before.occupancy, fresh_tail=before.occupancy.fresh_tail + added)

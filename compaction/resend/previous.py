@@ -110,7 +110,8 @@ class Resends:
             return  # not this request's (another request of the conversation was kept since)
         follows = (reply.conversation_id == prior.passing.prepared.conversation_id
                    and reply.seq == len(prior.messages))
-        passing = replace(prior.passing, reply_hash=reply.content_hash) if follows else None
+        passing = (replace(prior.passing, reply_hash=reply.content_hash, reply_tokens=reply.token_count)
+                   if follows else None)
         self._held.put(cast("Key", key), replace(prior, passing=passing), prior.size)
 
     def compacted(self, conversation_id: str) -> None:

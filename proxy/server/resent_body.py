@@ -6,8 +6,11 @@ messages' bytes are cut out, a marker string stands in their place, and the mark
 the previous parse's dicts (equal bytes parse to equal values, and they passed every check then).
 The marker, random per process, comes first in the top-level `messages` only when the cut was exactly
 that array's leading messages; anything else (another layout, a miss, a body orjson refuses) is
-parsed in full by the caller. Held bodies are scoped by tenant (no timing side channel between
-tenants) and bounded in bytes, least recently used first out.
+parsed in full by the caller. A client that moves a per-request mark (`cache_control`) off its
+previous newest message changes that message only: the body then shares the previous one's bytes up
+to the end of the message before it, found where the client writes compact JSON as orjson does
+(`Held.all_but_last`), and the parse resumes there. Held bodies are scoped by tenant (no timing
+side channel between tenants) and bounded in bytes, least recently used first out.
 """
 
 from __future__ import annotations
@@ -57,6 +60,22 @@ class Held:
         # other `"messages"` key follows it (a nested one too, to keep this check simple).
         return cut if cut is not None and _MESSAGES_KEY.search(self.raw, cut) is None else None
 
+    @functools.cached_property
+    def all_but_last(self) -> int | None:
+        """Offset just past the array's last message but one (found once, when first needed): where
+        the array's bytes are exactly orjson's encoding of those messages (a compact writer), that
+        encoding's end is their end. None otherwise, or with fewer than two messages."""
+        if self.cut is None or len(self.messages) < 2:
+            return None
+        try:
+            leading = orjson.dumps(list(self.messages[:-1]))
+        except orjson.JSONEncodeError:
+            return None
+        head = memoryview(leading)[:-1]  # without its `]`
+        if not self.raw.startswith(head, self.start):
+            return None
+        return self.start + len(head)
+
 
 class ResentBodies:
     """The latest large chat bodies per tenant, so that a resend's new part alone is parsed;
@@ -93,11 +112,15 @@ class ResentBodies:
         return self._held.held
 
     def _extended(self, held: Held, raw: bytes, checked: Checked) -> tuple[dict[str, Any], Held] | None:
-        """`raw` parsed as `held`'s messages and more, and what to hold for its own resends; None
-        when `raw` does not begin with `held`'s messages."""
-        cut = held.cut
-        if cut is None or not raw.startswith(memoryview(held.raw)[:cut]):
+        """`raw` parsed as `held`'s messages (all, else all but the last) and more, and what to hold
+        for its own resends; None when `raw` begins with neither."""
+        cut, reused = held.cut, len(held.messages)
+        if cut is None:
             return None
+        if not raw.startswith(memoryview(held.raw)[:cut]):
+            cut, reused = held.all_but_last, reused - 1
+            if cut is None or not raw.startswith(memoryview(held.raw)[:cut]):
+                return None
         rest = self._token + raw[cut:]  # `,` and the new messages, or the array's `]`
         try:
             body = orjson.loads(raw[:held.start] + rest)
@@ -106,7 +129,7 @@ class ResentBodies:
         new = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(new, list) or new[:1] != [self._marker] or not checked(body):
             return None
-        messages = (*held.messages, *new[1:])
+        messages = (*held.messages[:reused], *new[1:])
         body["messages"] = list(messages)
         rest_cut = _elements_end(rest, 0)  # the new messages alone are parsed again
         cut_now = None if rest_cut is None else cut + rest_cut - len(self._token)

@@ -4,19 +4,23 @@
 per `tool_result` block, which come first in Anthropic's user turns) then the rest as one user
 message; an assistant turn becomes one assistant message whose `tool_use` blocks are tool calls.
 Each canonical message keeps its original blocks under BLOCKS_KEY, so untouched turns go back
-byte-identical (thinking blocks with their signatures, cache_control marks, unknown blocks).
+byte-identical (thinking blocks with their signatures, unknown blocks). The blocks are kept without
+their `cache_control` marks, which a client moves to its newest message each turn: a resent turn is
+then the same canonical message as before (identity, the resend comparison), and the request's own
+marks are put back where the client placed them when the body is built (`with_client_marks`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction import OPAQUE_TEXT_FIELD, Message
 from config.errors import InvalidRequestError
+from store.encoding.fastjson import dumps_compact
 
 BLOCKS_KEY = "ctxproxy_blocks"  # the original content (string or blocks) of a canonical message
+MARK = "cache_control"  # a per-request mark: where the provider's prompt cache ends this time
 SYSTEM_KEY = "ctxproxy_system"  # marks the system message made of the request's `system`
 Block = dict[str, Any]
 
@@ -45,6 +49,34 @@ def _blocks(content: Any) -> list[Block]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
+def _marked(content: Any) -> bool:
+    return isinstance(content, list) and any(isinstance(b, dict) and MARK in b for b in content)
+
+
+def _unmarked(content: Any) -> Any:
+    """Content without its cache marks: the content itself when it has none."""
+    if not _marked(content):
+        return content
+    return [{k: v for k, v in b.items() if k != MARK} if isinstance(b, dict) and MARK in b else b
+            for b in content]
+
+
+def with_client_marks(turns: list[Message], client: Any) -> list[Message]:
+    """`turns` with the client's own turns put back where they carry cache marks and were forwarded
+    unchanged (their blocks then equal the client's, marks aside). Turns are matched from the end,
+    where the client puts its marks and compaction leaves the turns in place."""
+    if not isinstance(client, list):
+        return turns
+    out, offset = list(turns), len(turns) - len(client)
+    for index, message in enumerate(client):
+        content = message.get("content") if isinstance(message, dict) else None
+        at = index + offset
+        if at >= 0 and _marked(content) and out[at].get("role") == message.get("role") \
+                and out[at].get("content") == _blocks(_unmarked(content)):
+            out[at] = {**out[at], "content": content}
+    return out
+
+
 def text_of(content: Any) -> str:
     """Text of a string or of the text blocks of a list, joined."""
     if isinstance(content, str):
@@ -54,6 +86,7 @@ def text_of(content: Any) -> str:
 
 
 def _user_turn(content: Any) -> list[Message]:
+    content = _unmarked(content)
     blocks = _blocks(content)
     results = [b for b in blocks if b.get("type") == "tool_result"]
     rest = [b for b in blocks if b.get("type") != "tool_result"]
@@ -79,17 +112,18 @@ def _image(block: Mapping[str, Any]) -> dict[str, Any]:
 
 def assistant_turn(content: Any) -> list[Message]:
     """One assistant message from an assistant turn's content (or a reply's content blocks)."""
+    content = _unmarked(content)
     blocks = _blocks(content)
     calls = [{"id": str(b.get("id")), "type": "function",
               "function": {"name": str(b.get("name")),
-                           "arguments": json.dumps(b.get("input") or {}, separators=(",", ":"))}}
+                           "arguments": dumps_compact(b.get("input") or {}).decode()}}
              for b in blocks if b.get("type") == "tool_use"]
     message: Message = {"role": "assistant", "content": text_of(blocks) or None}
     if calls:
         message["tool_calls"] = calls
     opaque = [b for b in blocks if b.get("type") not in ("text", "tool_use")]
     if opaque:  # thinking (with signatures) and other blocks: sent, so counted in the budget
-        message[OPAQUE_TEXT_FIELD] = json.dumps(opaque, ensure_ascii=False, separators=(",", ":"))
+        message[OPAQUE_TEXT_FIELD] = dumps_compact(opaque).decode()
     message[BLOCKS_KEY] = content
     return [message]
 

@@ -1,8 +1,11 @@
 """Conversation identity: message normalisation and the hash chain over a history.
 
 SDKs add noise when they echo an assistant reply back (`refusal: null`, `annotations: []`,
-`audio: null`, content as a list of text parts...). Normalising before hashing makes a resent history
-hash exactly like the stored one, so a stateless client is recognised without any header.
+`audio: null`, content as a list of text parts...), agents re-serialise what they received (a tool
+call's JSON arguments with other spacing or key order) and move per-request marks (`cache_control`)
+to the newest message each turn. Normalising before hashing makes a resent history hash exactly like
+the stored one, so a stateless client is recognised without any header. Only meaning is kept: a
+different role, text, tool name, call id or argument value is a different message.
 
 `chain_hash[i] = sha256(chain_hash[i-1] + canonical_json(normalise(m_i)))` (hex), with an empty
 string before the first message; `content_hash = sha256(canonical_json(normalise(m)))`.
@@ -15,6 +18,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from store.encoding.fastjson import canonical_ascii
 from store.encoding.running_hashes import RunningHashes, exact_keys
 from store.models import Message
@@ -23,6 +28,8 @@ from store.models import Message
 # calls must not hash alike. It is dropped like any other key when null.
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 _KEPT_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "function_call")
+# Per-request marks a client moves between messages (prompt caching): never part of a message's meaning.
+_MARKS = frozenset({"cache_control"})
 
 
 def _is_empty(value: Any) -> bool:
@@ -40,13 +47,49 @@ def _prune(value: Any) -> Any:
     return value
 
 
+def _unmarked(part: Any) -> Any:
+    """A content part without its per-request marks (a part's own fields otherwise kept)."""
+    if isinstance(part, dict) and not _MARKS.isdisjoint(part):
+        return {k: v for k, v in part.items() if k not in _MARKS}
+    return part
+
+
 def _normalise_content(content: Any) -> Any:
-    """A list made only of text parts is the joined string; other lists keep their pruned parts."""
+    """A list made only of text parts is the joined string; other lists keep their pruned parts,
+    without per-request marks."""
     if isinstance(content, (list, tuple)):
         if all(isinstance(p, dict) and p.get("type") == "text" for p in content):
             return "".join(str(p.get("text") or "") for p in content)
-        return [_prune(p) for p in content]
+        return [_prune(_unmarked(p)) for p in content]
     return content
+
+
+def canonical_arguments(arguments: Any) -> Any:
+    """Tool-call arguments by meaning: a JSON string as the canonical encoding of its value (any
+    spacing and key order alike), an object likewise; anything else (not JSON) as it is."""
+    if isinstance(arguments, str):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            try:  # what orjson refuses and json reads (an integer beyond 64 bits, a lone surrogate)
+                value = json.loads(arguments)
+            except ValueError:
+                return arguments
+    elif isinstance(arguments, (dict, list)):
+        value = arguments
+    else:
+        return arguments
+    try:
+        return canonical_ascii(value).decode()
+    except (TypeError, ValueError):
+        return arguments
+
+
+def _normalise_function(function: Any) -> Any:
+    """A function object (a tool call's, or a legacy `function_call`) as name and canonical arguments."""
+    if not isinstance(function, dict):
+        return _prune(function)
+    return _prune({"name": function.get("name"), "arguments": canonical_arguments(function.get("arguments"))})
 
 
 def _normalise_tool_call(call: Any) -> Any:
@@ -54,11 +97,10 @@ def _normalise_tool_call(call: Any) -> Any:
     if not isinstance(call, dict):
         return call
     raw = call.get("function")
-    function: dict[str, Any] = raw if isinstance(raw, dict) else {}
     reduced = {
         "id": call.get("id"),
         "type": call.get("type") or "function",
-        "function": {"name": function.get("name"), "arguments": function.get("arguments")},
+        "function": _normalise_function(raw if isinstance(raw, dict) else {}),
     }
     return _prune(reduced)
 
@@ -77,6 +119,8 @@ def normalise_message(m: Message) -> Message:
             value = _normalise_content(value)
         elif key == "tool_calls" and isinstance(value, (list, tuple)):
             value = [_normalise_tool_call(c) for c in value]
+        elif key == "function_call":
+            value = _normalise_function(value)
         elif isinstance(value, (dict, list, tuple)):
             value = _prune(value)
         if not _is_empty(value):

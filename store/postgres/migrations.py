@@ -16,6 +16,7 @@ from config.errors import StoreError
 from store.interface import refuse_newer_schema
 from store.postgres.db import Database
 from store.summaries import dedupe_summaries
+from store.upgrades.rehash import rehash_messages
 
 _INITIAL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -126,6 +127,13 @@ def _summary_keys_with_content(db: Database) -> None:
     dedupe_summaries(db.execute)
 
 
+def _identity_by_meaning(db: Database) -> None:
+    """Migration 10: identity hashes recomputed (store/upgrades/rehash.py): tool arguments hashed by
+    their JSON value, per-request marks ignored, so stored conversations are still found by their
+    resends."""
+    rehash_messages(db.execute)
+
+
 # Documents split exactly as queries are (store/postgres/pattern.py) and as FTS5 unicode61 splits
 # them: on anything but letters and digits. The default parser's own token types kept
 # `OrderService3.retry` (a host), `src/module_3.py` (a file) or `-2093` (a signed number) whole,
@@ -188,6 +196,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _SEARCH_SCOPE),
     Migration(9, "provider objects owned by the tenant that created them through an operator key",
               _PROVIDER_OBJECTS),
+    Migration(10, "identity hashes by meaning (tool arguments by value, cache marks ignored), recomputed",
+              _identity_by_meaning),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 

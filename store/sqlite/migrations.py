@@ -20,6 +20,7 @@ from store.encoding import forwarded
 from store.interface import refuse_newer_schema
 from store.sqlite.transaction import transaction
 from store.summaries import dedupe_summaries
+from store.upgrades.rehash import rehash_messages
 
 _INITIAL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -274,6 +275,12 @@ def _summary_keys_with_content(conn: sqlite3.Connection) -> None:
     dedupe_summaries(conn.execute)
 
 
+def _identity_by_meaning(conn: sqlite3.Connection) -> None:
+    """Migration 9: identity hashes recomputed (store/upgrades/rehash.py): tool arguments hashed by their JSON
+    value, per-request marks ignored, so stored conversations are still found by their resends."""
+    rehash_messages(conn.execute)
+
+
 # Pinned messages are few: a partial index answers "which of this conversation's are pinned" at once.
 _PINNED = "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned = 1;"
 
@@ -320,6 +327,8 @@ CREATE TABLE step_leases (
               _summary_keys_with_content),
     Migration(8, "provider objects owned by the tenant that created them through an operator key",
               _PROVIDER_OBJECTS),
+    Migration(9, "identity hashes by meaning (tool arguments by value, cache marks ignored), recomputed",
+              _identity_by_meaning),
 )
 
 

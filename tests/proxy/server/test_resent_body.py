@@ -90,7 +90,8 @@ def test_an_edited_body_is_parsed_in_full(edit: str) -> None:
     changed = edits[edit]
     raw = _encoded({"model": "m", **changed}, "compact")
     body, reused = _read(bodies, raw)
-    assert not reused and body == json.loads(raw)
+    # The last message alone changed (a moved cache mark, say): the parse resumes before it.
+    assert reused == (edit == "the last message") and body == json.loads(raw)
 
 
 def test_held_bodies_are_not_reused_for_another_tenant() -> None:

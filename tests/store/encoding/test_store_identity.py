@@ -54,7 +54,7 @@ def test_tool_calls_reduced_to_identity_fields() -> None:
             "function": {"name": "lookup", "arguments": '{"q": 1}', "parsed": None}}
     m = {"role": "assistant", "content": None, "tool_calls": [call]}
     assert normalise_message(m) == {"role": "assistant", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}]}
+        {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":1}'}}]}
 
 
 def test_different_content_changes_hash() -> None:
