@@ -23,7 +23,8 @@ def sources(package: str) -> list[Path]:
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_history_citations(package: str) -> None:
     cited = [f"{path.relative_to(ROOT)}:{n}" for path in sources(package)
-             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if HISTORY.search(line)]
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if HISTORY.search(line)]
     assert cited == []
 
 
