@@ -29,6 +29,7 @@ _PART_TYPES_BY_ROLE: dict[str, set[str]] = {
 }
 Expected = frozenset[str]  # the tool call ids a tool result may answer at a point of the list
 _NO_CALLS: Expected = frozenset()
+_ROUND_OPEN_ROLES = frozenset({"function", "system", "developer"})  # roles after which results may follow
 MAX_VALID_BYTES = 4 * 1024 * 1024  # valid messages remembered (about seven resent 100k-token histories)
 _VALID_OVERHEAD = 160  # an entry beyond its JSON: the bytes header 33, the ordered dict's slots ~120
 
@@ -100,8 +101,9 @@ def validate_resent(raw: Any, keys: Sequence[bytes | None] | None = None, *, val
 def _refuse_orphan_results(messages: list[Message], start: int = 0,
                            expected: Expected = _NO_CALLS) -> Expected:
     """A tool result must answer a call of the assistant message its round starts with (as OpenAI
-    requires): an orphan is refused, never forwarded nor repaired behind the client's back. Checks
-    from `start` on, with `expected` the state there; returns the state after the last message."""
+    requires; a system message between them, as Anthropic clients send, leaves the round open): an
+    orphan is refused, never forwarded nor repaired behind the client's back. Checks from `start`
+    on, with `expected` the state there; returns the state after the last message."""
     for index in range(start, len(messages)):
         message = messages[index]
         role = message.get("role")
@@ -113,7 +115,7 @@ def _refuse_orphan_results(messages: list[Message], start: int = 0,
         elif role == "assistant":
             calls = message.get("tool_calls")
             expected = frozenset(c["id"] for c in calls) if calls else _NO_CALLS
-        elif role != "function":
+        elif role not in _ROUND_OPEN_ROLES:
             expected = _NO_CALLS
     return expected
 

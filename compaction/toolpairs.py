@@ -2,7 +2,8 @@
 
 A group is what compaction, selection and truncation may never split: an assistant message carrying
 `tool_calls` (or a legacy `function_call`) together with ALL the tool/function results that follow it
-(parallel calls give several results, in any order); every other message is a group of its own. A
+(parallel calls give several results, in any order) and any system message between them; every
+other message is a group of its own. A
 later assistant `tool_calls` message in the same turn (nested rounds) starts its own group.
 
 `validate_outgoing` is the last gate before a request leaves the proxy. ctxproxy never CREATES a
@@ -68,8 +69,7 @@ def group_messages(messages: Sequence[Mapping[str, Any]]) -> list[Group]:
         msg = messages[i]
         end = i + 1
         if makes_calls(msg):
-            while end < n and messages[end].get("role") in RESULT_ROLES:
-                end += 1
+            end = _round_end(messages, end)
             kind = "tool_round"
         else:
             role = str(msg.get("role"))
@@ -77,6 +77,20 @@ def group_messages(messages: Sequence[Mapping[str, Any]]) -> list[Group]:
         groups.append(assembled(Group, {"start": i, "end": end, "kind": kind}))  # Group(i, end, kind)
         i = end
     return groups
+
+
+def _round_end(messages: Sequence[Mapping[str, Any]], start: int) -> int:
+    """End of the results that follow a call at `start - 1`; system messages between the call and
+    its last result belong to the round (a client's mid-round instructions must not split it)."""
+    end = scan = start
+    while scan < len(messages):
+        role = messages[scan].get("role")
+        if role in RESULT_ROLES:
+            end = scan + 1
+        elif role not in SYSTEM_ROLES:
+            break
+        scan += 1
+    return end
 
 
 def group_index(messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -100,6 +114,8 @@ def pairing_violations(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str,
         expected = set(call_ids(head))
         seen: set[str] = set()
         for result in messages[group.start + 1:group.end]:
+            if result.get("role") in SYSTEM_ROLES:
+                continue
             rid = _result_id(result)
             if rid not in expected:
                 problems.append(("orphan_result", rid))

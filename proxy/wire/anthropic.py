@@ -2,7 +2,8 @@
 
 `system` becomes the first system message; a user turn becomes its tool results (one tool message
 per `tool_result` block, which come first in Anthropic's user turns) then the rest as one user
-message; an assistant turn becomes one assistant message whose `tool_use` blocks are tool calls.
+message; an assistant turn becomes one assistant message whose `tool_use` blocks are tool calls;
+a `system` entry of `messages` (mid-conversation instructions) stays a system message at its place.
 Each canonical message keeps its original blocks under BLOCKS_KEY, so untouched turns go back
 byte-identical (thinking blocks with their signatures, unknown blocks). The blocks are kept without
 their `cache_control` marks, which a client moves to its newest message each turn: a resent turn is
@@ -22,6 +23,7 @@ from store.encoding.fastjson import dumps_compact
 BLOCKS_KEY = "ctxproxy_blocks"  # the original content (string or blocks) of a canonical message
 MARK = "cache_control"  # a per-request mark: where the provider's prompt cache ends this time
 SYSTEM_KEY = "ctxproxy_system"  # marks the system message made of the request's `system`
+MESSAGE_ROLES = ("user", "assistant", "system")  # roles of `messages` entries
 Block = dict[str, Any]
 
 
@@ -35,12 +37,30 @@ def to_messages(body: Mapping[str, Any]) -> list[Message]:
     if not isinstance(raw, list):
         raise InvalidRequestError("messages: Field required", param="messages", code="invalid_value")
     for index, message in enumerate(raw):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise InvalidRequestError(f"messages.{index}: each message needs role user or assistant",
-                                      param=f"messages.{index}", code="invalid_value")
-        content = message.get("content")
-        out += assistant_turn(content) if message["role"] == "assistant" else _user_turn(content)
+        out += _turn(index, message)
     return out
+
+
+def _turn(index: int, message: Any) -> list[Message]:
+    """The canonical messages of `messages[index]`; a role the API does not know is the client's error."""
+    role = message.get("role") if isinstance(message, dict) else None
+    if role not in MESSAGE_ROLES:
+        raise InvalidRequestError(f"messages.{index}: each message needs role user, assistant or system",
+                                  param=f"messages.{index}", code="invalid_value")
+    content = message.get("content")
+    if role == "system":
+        return [_system_entry(index, content)]
+    return assistant_turn(content) if role == "assistant" else _user_turn(content)
+
+
+def _system_entry(index: int, content: Any) -> Message:
+    """A `system` entry of `messages` as a system message at its place (its own content kept)."""
+    blocks = content if isinstance(content, list) else None
+    texts = blocks is not None and all(isinstance(b, dict) and b.get("type") == "text" for b in blocks)
+    if not (isinstance(content, str) or texts):
+        raise InvalidRequestError(f"messages.{index}.content: a system message takes a string or text blocks",
+                                  param=f"messages.{index}.content", code="invalid_value")
+    return {"role": "system", "content": text_of(content), BLOCKS_KEY: content}
 
 
 def _blocks(content: Any) -> list[Block]:
@@ -130,28 +150,54 @@ def assistant_turn(content: Any) -> list[Message]:
 
 def from_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[Block], list[Message]]:
     """(system blocks, messages) of a forwarded canonical list. System messages before the first
-    turn join `system` (the client's first, then ctxproxy's anchors and summaries); a later one is
-    a user text block; consecutive user-side messages merge into one user turn."""
+    turn join `system` (the client's first, then ctxproxy's anchors and summaries), a later one is
+    a user text block; the client's `system` entries of `messages` go back as such where they are,
+    unless compaction moved them before the first turn; consecutive user-side messages merge into
+    one user turn."""
     system: list[Block] = []
     turns: list[Message] = []
+    started = False  # a user or assistant turn was made
+    hoisted = _compacted(messages)
     for message in messages:
         role = message.get("role")
-        if role == "system" and not turns:
+        if is_system_entry(message) and (started or not hoisted):
+            turns.append({"role": "system", "content": _system_content(message)})
+            continue
+        if role == "system" and not started:
             system += _system_blocks(message)
             continue
+        started = True
         side = "assistant" if role == "assistant" else "user"
         blocks = _turn_blocks(message)
         if turns and turns[-1]["role"] == side and side == "user":
             turns[-1]["content"] = _blocks(turns[-1]["content"]) + _blocks(blocks)
         else:
             turns.append({"role": side, "content": blocks})
-    if turns and turns[0]["role"] != "user":  # the API wants a user turn first
+    first = next((t["role"] for t in turns if t["role"] != "system"), "user")
+    if first != "user":  # the API wants a user turn first
         turns.insert(0, {"role": "user", "content": "(earlier conversation summarised above)"})
     return system, turns
 
 
+def is_system_entry(message: Mapping[str, Any]) -> bool:
+    """A system message made of a `system` entry of the client's `messages`."""
+    return message.get("role") == "system" and BLOCKS_KEY in message and not message.get(SYSTEM_KEY)
+
+
+def _compacted(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the list holds a system message ctxproxy made (anchors, a summary): the engine then
+    put every mid-conversation system message before the first turn."""
+    return any(m.get("role") == "system" and BLOCKS_KEY not in m for m in messages)
+
+
+def _system_content(message: Mapping[str, Any]) -> Any:
+    """A `system` entry's own content when the engine left it alone, else its (cut) text."""
+    own = message.get(BLOCKS_KEY)
+    return own if message.get("content") == text_of(own) else message.get("content")
+
+
 def _system_blocks(message: Mapping[str, Any]) -> list[Block]:
-    own = message.get(BLOCKS_KEY) if message.get(SYSTEM_KEY) else None
+    own = message.get(BLOCKS_KEY) if message.get(SYSTEM_KEY) or is_system_entry(message) else None
     if isinstance(own, list):
         return [b for b in own if isinstance(b, dict)]
     return [{"type": "text", "text": text_of(own if own is not None else message.get("content"))}]

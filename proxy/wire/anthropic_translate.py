@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from compaction import OPAQUE_TEXT_FIELD, Message
+from compaction import OPAQUE_TEXT_FIELD, SYSTEM_ROLES, Message, group_messages
 from proxy.wire.anthropic import BLOCKS_KEY, SYSTEM_KEY
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
@@ -46,7 +46,7 @@ def _tool_choice(choice: Any) -> Any:
 
 def chat_request(chat_body: dict[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
     """The prepared chat body without private keys, with the Messages sampling parameters mapped."""
-    out = {**chat_body, "messages": [plain(m) for m in chat_body.get("messages") or []]}
+    out = {**chat_body, "messages": rounds_unbroken([plain(m) for m in chat_body.get("messages") or []])}
     for key in ("temperature", "top_p"):
         if key in body:
             out[key] = body[key]
@@ -57,6 +57,18 @@ def chat_request(chat_body: dict[str, Any], body: Mapping[str, Any]) -> dict[str
         out["tool_choice"] = choice
     if not out.get("tools"):
         out.pop("tools", None)
+    return out
+
+
+def rounds_unbroken(messages: list[Message]) -> list[Message]:
+    """System messages inside a tool round moved after its results: chat providers want each tool
+    result right after the call (Anthropic clients put notes between them)."""
+    out: list[Message] = []
+    for group in group_messages(messages):
+        members = messages[group.start:group.end]
+        if group.kind == "tool_round":
+            members = sorted(members, key=lambda m: m.get("role") in SYSTEM_ROLES)
+        out += members
     return out
 
 

@@ -17,7 +17,7 @@ Api = Literal["chat", "responses", "messages"]
 PRIVATE_KEYS = (responses.ITEMS_KEY, responses.INSTRUCTIONS_KEY, anthropic.BLOCKS_KEY, anthropic.SYSTEM_KEY,
                 OPAQUE_TEXT_FIELD)
 ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
-CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
+CHAT_ONLY_ROLES = frozenset({"developer", "tool", "function"})  # `system` is in both APIs' messages
 
 
 def is_request_body(value: Any) -> bool:

@@ -174,8 +174,6 @@ def test_results_written(session: Session) -> None:
     assert Path(session.work).exists()
 
 
-@pytest.mark.xfail(strict=False, reason="/v1/messages answers 400 to a `system` message inside `messages`, "
-                   "which Claude Code sends for its Agent, Skill and Task tools' notes")
 def test_claude_code_with_every_default_tool(tmp_path: Path) -> None:
     """Claude Code with its default tools (Agent, Skill, Task) completes a shorter loop too."""
     reason = clis.skip_reason("claude")

@@ -80,3 +80,14 @@ def test_elision_cuts_input_text_parts() -> None:
     cut = elide(slot, slot.tokens // 2, counter, None)
     assert slot.tokens // 3 < cut.tokens <= slot.tokens // 2  # a long excerpt, never a husk
     assert "tokens of message 7 elided here" in str(cut.message["content"])
+
+
+def test_a_system_message_between_a_call_and_its_result_leaves_the_round_open() -> None:
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "system", "content": "note"},
+            {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]
+    assert validate_messages(msgs) is msgs
+    closed = [*msgs[:2], {"role": "user", "content": "x"}, msgs[3]]
+    with pytest.raises(InvalidRequestError, match="no preceding assistant tool call"):
+        validate_messages(closed)

@@ -51,3 +51,21 @@ def test_system_and_last_message_must_survive() -> None:
 def test_pinned_is_stripped_before_comparison() -> None:
     received = [{"role": "system", "content": "r", "pinned": True}, {**user("a"), "pinned": True}]
     validate_outgoing([sys("r"), user("a")], received)
+
+
+def test_a_system_message_inside_a_tool_round_does_not_split_it() -> None:
+    """A client's mid-round instruction (between a call and its results) stays in the round."""
+    msgs = [sys(), user("go"), asst(None, ["a", "b"]), sys("note"), tool("a", "1"), sys("reminder"),
+            tool("b", "2"), sys("after"), user("next")]
+    kinds = [(g.start, g.end, g.kind) for g in group_messages(msgs)]
+    assert kinds == [(0, 1, "system"), (1, 2, "user"), (2, 7, "tool_round"), (7, 8, "system"),
+                     (8, 9, "user")]
+    assert pairing_violations(msgs) == []
+    validate_outgoing([msgs[0], msgs[1], msgs[3], msgs[5], msgs[7], msgs[2], msgs[4], msgs[6], msgs[8]],
+                      msgs)
+
+
+def test_a_call_followed_only_by_system_messages_is_unanswered() -> None:
+    msgs = [user("go"), asst(None, ["a"]), sys("note"), user("next")]
+    assert [g.kind for g in group_messages(msgs)] == ["user", "tool_round", "system", "user"]
+    assert pairing_violations(msgs) == [("unanswered_call", "a")]

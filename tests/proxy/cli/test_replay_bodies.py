@@ -93,6 +93,15 @@ def test_each_api_is_recognised() -> None:
     ]
 
 
+def test_a_messages_body_with_system_entries_is_still_messages() -> None:
+    body = {"model": "claude", "system": "Be brief.",
+            "messages": [{"role": "user", "content": "go"}, {"role": "system", "content": "MCP notes"}]}
+    assert api_of(body) == "messages"
+    chat = {"model": "gpt", "messages": [{"role": "system", "content": "x"},
+                                         {"role": "tool", "tool_call_id": "a", "content": "y"}]}
+    assert api_of(chat) == "chat"
+
+
 @pytest.mark.parametrize("make", [chat_bodies, responses_bodies, messages_bodies])
 def test_a_request_log_is_one_conversation_per_history(tmp_path: Path, make: Any) -> None:
     other = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "unrelated"}]}
