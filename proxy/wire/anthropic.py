@@ -91,10 +91,20 @@ def with_client_marks(turns: list[Message], client: Any) -> list[Message]:
     for index, message in enumerate(client):
         content = message.get("content") if isinstance(message, dict) else None
         at = index + offset
-        if at >= 0 and _marked(content) and out[at].get("role") == message.get("role") \
-                and out[at].get("content") == _blocks(_unmarked(content)):
-            out[at] = {**out[at], "content": content}
+        if at >= 0 and _marked(content) and out[at].get("role") == message.get("role"):
+            out[at] = _remarked(out[at], content)
     return out
+
+
+def _remarked(turn: Message, content: Any) -> Message:
+    """`turn` with the client's marked `content` in place of its unmarked copy: the whole turn, or
+    the turn's last blocks when a hoisted system entry let the turn absorb the one before it."""
+    plain, own = _blocks(_unmarked(content)), _blocks(turn.get("content"))
+    if own == plain:
+        return {**turn, "content": content}
+    if isinstance(content, list) and plain and len(own) > len(plain) and own[-len(plain):] == plain:
+        return {**turn, "content": own[:-len(plain)] + content}
+    return turn
 
 
 def text_of(content: Any) -> str:

@@ -21,7 +21,7 @@ from config.settings import (
     StoreSettings,
     SummarizerSettings,
 )
-from proxy.wire.anthropic import from_messages, to_messages
+from proxy.wire.anthropic import from_messages, to_messages, with_client_marks
 from proxy.wire.anthropic_translate import plain
 from tests.agents.validate import anthropic_violations
 from tests.conftest import TEST_API_KEY, ProxyFactory
@@ -219,7 +219,7 @@ def test_entries_anywhere_go_back_as_sent() -> None:
     note = {"role": "system", "content": [{"type": "text", "text": "lead", "cache_control": EPHEMERAL}]}
     messages = [note, *body["messages"], {"role": "system", "content": "trailing"}]
     system, turns = from_messages(to_messages({**body, "messages": messages}))
-    assert (system, turns) == (body["system"], messages)
+    assert (system, with_client_marks(turns, messages)) == (body["system"], messages)
 
 
 def test_entries_the_engine_moved_before_the_first_turn_join_system() -> None:
