@@ -233,3 +233,8 @@ def test_wire_formats_use_no_http_server_code() -> None:
                                                   if n.startswith(AIOHTTP_SERVER))
                  for p in sources("proxy/wire")}
     assert {p: n for p, n in offenders.items() if n} == {}
+
+
+def test_no_proxy_module_is_named_like_its_folder() -> None:
+    clashes = [str(p.relative_to(ROOT)) for p in sources("proxy") if p.stem == p.parent.name]
+    assert clashes == []
