@@ -30,7 +30,7 @@ class Credentials:
 @dataclass(frozen=True)
 class ChatTurn:
     """One incoming chat request as the engine's input (validated by compaction.messages); the proxy
-    keeps it as `Turn.turn` (proxy/server/chat.py) and the engine answers it with a PreparedRequest."""
+    keeps it as `Turn.turn` (proxy/server/turn.py) and the engine answers it with a PreparedRequest."""
 
     tenant_id: str
     model: str  # what the client asked for

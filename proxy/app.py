@@ -25,17 +25,17 @@ from proxy.observability.logging import make_logger
 from proxy.observability.loop_lag import loop_lag_ctx
 from proxy.observability.memory import cache_fill
 from proxy.observability.metrics import Metrics
-from proxy.recall.http import setup_context_routes
-from proxy.server import chat, messages, meta, passthrough, responses
+from proxy.routes import chat, messages, meta, passthrough, responses
+from proxy.routes.context import setup_context_routes
+from proxy.routes.lifecycle import setup_lifecycle_routes
 from proxy.server.auth import client_key_middleware
-from proxy.server.lifecycle import setup_lifecycle_routes
 from proxy.server.middleware import error_middleware, observe_middleware
 from proxy.server.resent_body import ResentBodies
 from proxy.server.store_health import StoreHealth
 from proxy.server.warmup import warmup_ctx
-from proxy.server.windows import WindowResolver
 from proxy.upstream.litellm_routed import LiteLLMUpstream
 from proxy.upstream.openai import OpenAIUpstream, UpstreamRouter
+from proxy.windows import WindowResolver
 from store.factory import open_store
 from store.interface import StoreBackend
 
@@ -50,7 +50,7 @@ def default_engine(store: StoreBackend, settings: Settings, metrics: Metrics,
     """compaction.engine.Engine with the configured summarizer choice, observed (logs + metrics)."""
     from compaction import Engine
     from proxy.observability.observer import ProxyObserver
-    from proxy.server.summarizers import SummarizerChooser
+    from proxy.summarizers import SummarizerChooser
 
     return Engine(store, settings, SummarizerChooser(settings),
                   observer=ProxyObserver(metrics, logger))

@@ -18,8 +18,8 @@ from proxy.observability.metrics import Metrics
 from proxy.server.connections import ConnectionGuard
 from proxy.server.resent_body import ResentBodies
 from proxy.server.store_health import StoreHealth
-from proxy.server.windows import WindowResolver
 from proxy.upstream.openai import UpstreamRouter
+from proxy.windows import WindowResolver
 from store.interface import StoreBackend
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -1,6 +1,6 @@
 """Search and expand for operators and clients: request parsing and result shapes.
 
-Shared by the HTTP routes (proxy/recall/http.py) and the CLI (proxy/cli/recall.py), so both
+Shared by the HTTP routes (proxy/routes/context.py) and the CLI (proxy/cli/recall.py), so both
 faces accept the same parameters and print the same JSON. The store does the searching
 (`TenantAccess.search` / `expand`, tenant-scoped) and validates values (pattern syntax, windows,
 dates, limit); this module checks JSON types and names the offending `param`.

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from compaction import Message
 from config.errors import CtxProxyError
-from proxy.upstream.wire import first_message, merge_tool_call, new_tool_call, tool_call_index
+from proxy.wire.openai import first_message, merge_tool_call, new_tool_call, tool_call_index
 
 JSON = dict[str, Any]
 

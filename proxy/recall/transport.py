@@ -19,8 +19,8 @@ from config.settings import LiteLLMParams, RecallSettings
 from proxy.engine_host import InlineRunner, StoreRunner
 from proxy.recall.tool_loop import JSON, ResultLimit, ToolLoop
 from proxy.upstream.openai import StreamingReply, Upstream, UpstreamReply
-from proxy.upstream.sse import DONE, classify
-from proxy.upstream.wire import compact_json
+from proxy.wire.openai import compact_json
+from proxy.wire.sse import DONE, classify
 from store.interface import TenantAccess
 
 

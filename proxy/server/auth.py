@@ -16,6 +16,7 @@ from aiohttp.typedefs import Handler
 from config.errors import AuthenticationError
 from proxy import appkeys
 from proxy.upstream.openai import MISSING_API_KEY
+from store.interface import TenantAccess
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 OPEN_PREFIXES = ("/ui/",)
@@ -39,6 +40,21 @@ def bearer_key(request: web.Request) -> str | None:
 def tenant_of(request: web.Request) -> str:
     """The caller's tenant: an HMAC of its key (the store's `tenant_id_for_key`)."""
     return request.app[appkeys.STORE].tenant_id_for_key(bearer_key(request))
+
+
+def caller_tenant(request: web.Request, keyless: str = KEYLESS_RECALL) -> TenantAccess:
+    """The bearer key's own TenantAccess (401 saying `keyless` without a key); records the tenant
+    on the request."""
+    store = request.app[appkeys.STORE]
+    key = bearer_key(request)
+    if key is None:
+        raise AuthenticationError(keyless, code="missing_api_key")
+    tenant = store.tenant_id_for_key(key)
+    record = request.get(appkeys.RECORD)
+    if record is not None:
+        record.tenant_id = tenant
+    tenant_store: TenantAccess = store.for_tenant(tenant)
+    return tenant_store
 
 
 def is_open(path: str) -> bool:

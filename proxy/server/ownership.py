@@ -23,8 +23,8 @@ from config.errors import ProviderObjectNotFoundError
 from config.settings import LiteLLMParams
 from proxy import appkeys
 from proxy.server.auth import tenant_of
-from proxy.upstream.passthrough import Body
-from proxy.upstream.wire import compact_json
+from proxy.upstream.forwarding import Body
+from proxy.wire.openai import compact_json
 
 COLLECTIONS: dict[tuple[str, ...], str] = {
     ("files",): "file", ("responses",): "response", ("batches",): "batch",

@@ -15,7 +15,7 @@ import aiohttp
 from config.settings import LiteLLMParams
 from proxy.error_mapping import provider_call
 from proxy.upstream.openai import AiohttpStream, UpstreamReply, event_stream, json_reply
-from proxy.upstream.wire import compact_json
+from proxy.wire.openai import compact_json
 
 ANTHROPIC_API_BASE = "https://api.anthropic.com"
 DEFAULT_VERSION = "2023-06-01"

@@ -19,8 +19,8 @@ import aiohttp
 from config.errors import CtxProxyError, UpstreamError, UpstreamHTTPError
 from config.settings import OPENAI_API_BASE, LiteLLMParams
 from proxy.error_mapping import CREDENTIALS_REJECTED, for_keyed_entry, provider_call
-from proxy.upstream.sse import DONE, SSEParser, event_data
-from proxy.upstream.wire import compact_json
+from proxy.wire.openai import compact_json
+from proxy.wire.sse import DONE, SSEParser, event_data
 
 # Response headers worth relaying to the client (rate-limit hints, request ids).
 RELAYED_HEADER_PREFIXES = ("x-ratelimit-", "x-request-id", "openai-", "retry-after", "request-id",

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("config", "store", "compaction", "replay", "proxy")  # each may import only those before it
-MAX_MODULES_PER_FOLDER = 12  # in compaction/, store/ and each of their sub-packages (__init__.py aside)
+MAX_MODULES_PER_FOLDER = 12  # in compaction/, store/, proxy/ and each sub-package of theirs (__init__ aside)
 
 # compaction/: the sub-packages each sub-package may import (besides the modules at compaction/'s root,
 # which import no sub-package). Only compaction/engine.py and the face (compaction/__init__.py) import
@@ -25,6 +25,15 @@ COMPACTION_SUBPACKAGES: dict[str, frozenset[str]] = {
 }
 STORE_BACKENDS = ("sqlite", "postgres")  # store/<backend>/: neither imports the other
 STORE_OPENER = "store.factory"  # the one module outside a backend that imports one
+
+# proxy/: routes/ holds the HTTP handlers, which only the app wires up; server/ the machinery they share;
+# upstream/ the transports; wire/ the formats, at the bottom. Each unit may import only these of proxy/.
+PROXY_ROUTES_IMPORTER = "proxy.app"
+PROXY_MAY_IMPORT: dict[str, frozenset[str]] = {
+    "wire": frozenset({"wire"}),
+    "upstream": frozenset({"upstream", "wire", "error_mapping"}),
+}
+AIOHTTP_SERVER = ("aiohttp.web", "aiohttp.typedefs")  # the server side of aiohttp (handlers, requests)
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -115,13 +124,13 @@ def test_only_compaction_llm_imports_litellm() -> None:
     assert importers == ["compaction/llm.py"]
 
 
-@pytest.mark.parametrize("package", ["compaction", "store"])
+@pytest.mark.parametrize("package", ["compaction", "store", "proxy"])
 def test_no_import_cycles(package: str) -> None:
     edges = {m: targets - {package} for m, targets in graph(package).items() if m != package}
     assert cycles(edges) == []
 
 
-@pytest.mark.parametrize("package", ["compaction", "store"])
+@pytest.mark.parametrize("package", ["compaction", "store", "proxy"])
 def test_at_most_twelve_modules_per_folder(package: str) -> None:
     folders = [ROOT / package, *(p.parent for p in (ROOT / package).glob("*/__init__.py"))]
     counts = {str(f.relative_to(ROOT)): len([p for p in f.glob("*.py") if p.name != "__init__.py"])
@@ -187,3 +196,45 @@ def test_store_encoding_imports_nothing_else_of_the_store() -> None:
     offenders = {m: sorted(t for t in targets if store_unit(t) != "encoding" and t != "store.models")
                  for m, targets in graph("store").items() if store_unit(m) == "encoding"}
     assert {m: t for m, t in offenders.items() if t} == {}
+
+
+def proxy_unit(module: str) -> str:
+    """The sub-package of proxy/ a module is in, or the module's own name at proxy/'s root."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else module
+
+
+def imported_names(path: Path) -> Iterator[str]:
+    """Every dotted name `path` imports: `from pkg import name` gives `pkg.name`, module or not."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_only_the_app_imports_a_route() -> None:
+    offenders = {m: sorted(t for t in targets if proxy_unit(t) == "routes")
+                 for m, targets in graph("proxy").items() if m != PROXY_ROUTES_IMPORTER}
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+@pytest.mark.parametrize("unit", sorted(PROXY_MAY_IMPORT))
+def test_proxy_lower_units_import_nothing_above_them(unit: str) -> None:
+    """wire/ sees only formats; upstream/ only formats, transports and the error mapping: neither
+    reaches a route, the shared server machinery, recall or the app."""
+    offenders = {m: sorted(t for t in targets if proxy_unit(t) not in PROXY_MAY_IMPORT[unit])
+                 for m, targets in graph("proxy").items() if proxy_unit(m) == unit and m != f"proxy.{unit}"}
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+def test_wire_formats_use_no_http_server_code() -> None:
+    offenders = {str(p.relative_to(ROOT)): sorted(n for n in imported_names(p)
+                                                  if n.startswith(AIOHTTP_SERVER))
+                 for p in sources("proxy/wire")}
+    assert {p: n for p, n in offenders.items() if n} == {}
+
+
+def test_no_proxy_module_is_named_like_its_folder() -> None:
+    clashes = [str(p.relative_to(ROOT)) for p in sources("proxy") if p.stem == p.parent.name]
+    assert clashes == []

@@ -1,11 +1,9 @@
-"""Every other /v1/ path (embeddings, completions, files, audio, batches, ...) forwarded unchanged.
+"""Forwarding one request unchanged to the model entry that serves it, for every route that forwards.
 
-The body's `model` picks the entry when the body is JSON and names one; otherwise the first entry
-speaking OpenAI's wire format serves the path. Bodies are streamed both ways; only a model alias is
-rewritten to the provider's name. No compaction happens here: these APIs carry no conversation.
-The path is appended to the entry's api_base still encoded and never leaves it
-(proxy/upstream/paths.py); through an operator-keyed entry, provider objects are the creating
-tenant's own (proxy/server/ownership.py).
+The passthrough routes, /v1/models/{id} and the Responses API's provider objects use it. The path is
+appended to the entry's api_base still encoded and never leaves it (proxy/upstream/paths.py);
+through an operator-keyed entry, provider objects are the creating tenant's own
+(proxy/server/ownership.py).
 """
 
 from __future__ import annotations
@@ -15,25 +13,15 @@ from typing import Any
 
 from aiohttp import web
 
-from config.errors import InvalidRequestError, MethodNotAllowedError, ModelNotFoundError, NotFoundError
+from config.errors import InvalidRequestError, ModelNotFoundError, NotFoundError
 from config.settings import LiteLLMParams, ModelEntry, Settings
 from proxy import appkeys
 from proxy.server import ownership
 from proxy.server.auth import bearer_key
-from proxy.server.body import read_body, read_json_object
 from proxy.server.middleware import PREPARED_RESPONSE, SERVED_PATHS
-from proxy.upstream.passthrough import Body, Forwarded, outgoing_headers, relay, relay_whole, upstream_url
+from proxy.upstream.forwarding import Body, Forwarded, outgoing_headers, relay, relay_whole, upstream_url
 from proxy.upstream.paths import raw_tail
-from proxy.upstream.wire import compact_json
-
-BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-
-
-async def forward(request: web.Request) -> web.StreamResponse:
-    """Forward `/v1/{tail}` to the routed entry's upstream and stream its answer back."""
-    await refuse_wrong_method(request)
-    body, model = await _body_and_model(request)
-    return await forward_routed(request, client_tail(request), body, model)
+from proxy.wire.openai import compact_json
 
 
 def client_tail(request: web.Request) -> str:
@@ -77,32 +65,6 @@ async def forward_to(request: web.Request, params: LiteLLMParams, tail: str, bod
     if owned is not None:
         await owned.finished(status)
     return response
-
-
-async def refuse_wrong_method(request: web.Request) -> None:
-    """405 (with Allow) when another route serves this path with other methods."""
-    own = request.match_info.route.resource
-    for resource in request.app.router.resources():
-        if resource is own:
-            continue
-        match, allowed = await resource.resolve(request)
-        if match is None and allowed:
-            raise MethodNotAllowedError(f"{request.method} is not allowed on {request.path}",
-                                        sorted(allowed))
-
-
-async def _body_and_model(request: web.Request) -> tuple[Body, str | None]:
-    """A JSON body is read (to route by its `model`); any other body is streamed untouched."""
-    if request.method not in BODY_METHODS or not request.body_exists:
-        return None, None
-    if request.content_type != "application/json":
-        return request.content.iter_any(), None
-    raw_body = await read_body(request)
-    try:
-        model = (await read_json_object(request)).get("model")
-    except InvalidRequestError:
-        return raw_body, None  # the provider answers malformed bodies in its own words
-    return raw_body, model if isinstance(model, str) and model else None
 
 
 def _params_for(settings: Settings, model: str | None, path: str) -> LiteLLMParams:

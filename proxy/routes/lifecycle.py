@@ -11,8 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy import appkeys
-from proxy.recall.http import caller_tenant
-from proxy.server.auth import KEYLESS_DELETE
+from proxy.server.auth import KEYLESS_DELETE, caller_tenant
 
 
 async def delete_conversation(request: web.Request) -> web.Response:

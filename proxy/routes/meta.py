@@ -13,7 +13,7 @@ from config.errors import ModelNotFoundError, StoreError
 from config.settings import OPENAI_API_BASE, ModelEntry, Settings
 from proxy import appkeys
 from proxy.server.auth import bearer_key
-from proxy.server.passthrough import client_tail, forward_routed, forward_to
+from proxy.server.forward import client_tail, forward_routed, forward_to
 from proxy.server.warmup import WARMUP
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import CtxProxyError, UpstreamError
-from proxy.upstream.sse import Writer, event_data
+from proxy.wire.sse import Writer, event_data
 
 JSON = dict[str, Any]
 # delta type -> the block field it extends

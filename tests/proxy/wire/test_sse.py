@@ -1,4 +1,4 @@
-"""proxy.upstream.sse: incremental parsing, reply assembly, and the relay's handling of broken streams."""
+"""proxy.wire.sse: incremental parsing, reply assembly, and the relay's handling of broken streams."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 
 from config.errors import UpstreamError
-from proxy.upstream.sse import RelayOutcome, ReplyAssembler, SSEParser, event_data, relay
+from proxy.wire.sse import RelayOutcome, ReplyAssembler, SSEParser, event_data, relay
 from tests.fakes.upstream import Reply, stream_events, tool_call
 
 

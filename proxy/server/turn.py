@@ -1,4 +1,4 @@
-"""POST /v1/chat/completions: parse, resolve, hand the turn to the engine, forward, relay.
+"""The turn pipeline the chat, Responses and Messages handlers share: prepare, call upstream, relay, store.
 
 No compaction logic lives here: the engine decides what is forwarded (`Engine.prepare`), stores the
 reply (`record_reply`) and schedules background work (`after_turn`). This module only speaks HTTP.
@@ -26,16 +26,13 @@ from config.settings import FAST_PATH_BODY_PARAMS, LiteLLMParams, ModelEntry, Se
 from proxy import appkeys
 from proxy.engine_host import Preparing
 from proxy.error_mapping import to_ctxproxy_error
-from proxy.recall import transport
-from proxy.server import ownership
 from proxy.server.auth import bearer_key, tenant_of
-from proxy.server.body import read_json_object
 from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE, note_unwritable
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
-from proxy.upstream import sse
-from proxy.upstream.openai import StreamingReply, Upstream, UpstreamReply, uses_openai_wire
-from proxy.upstream.wire import EncodedMessages, first_message
+from proxy.upstream.openai import StreamingReply, UpstreamReply, uses_openai_wire
+from proxy.wire import sse
+from proxy.wire.openai import EncodedMessages
 
 Outcome = TypeVar("Outcome")
 Relay = Callable[[AsyncIterator[bytes], sse.Writer], Awaitable[Outcome]]  # events, write -> outcome
@@ -61,23 +58,6 @@ class Turn:
     body: dict[str, Any]  # what is forwarded
     api_key: str | None  # upstream key: the model entry's own, else the client's
     settled: concurrent.futures.Future[PreparedRequest] | None = None  # an early forward's full preparation
-
-
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    started = time.perf_counter()
-    body = await read_json_object(request, resend_scope=tenant_of(request))
-    await ownership.require_references(request, body)
-    t = await prepare_turn(request, body, started)
-    upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
-    # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
-    metrics = request.app[appkeys.METRICS]
-    upstream = transport.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
-                                  request.app[appkeys.HOST],
-                                  request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
-                                  t.prepared, t.turn.model, lambda op: metrics.recall_call(op, "tool_loop"))
-    if body.get("stream") is True:
-        return await _stream(t, upstream)
-    return await _complete(t, upstream)
 
 
 async def prepare_turn(request: web.Request, body: dict[str, Any], started: float, *,
@@ -211,10 +191,6 @@ def ctxproxy_headers(t: Turn, upstream_s: float) -> dict[str, str]:
             "X-Ctxproxy-Summarizer-Wait": "true" if t.prepared.waited_on_summarizer else "false"}
 
 
-async def _complete(t: Turn, upstream: Upstream) -> web.StreamResponse:
-    return await relay_reply(t, upstream.complete(t.params, t.body, t.api_key), _reply_message)
-
-
 async def relay_reply(t: Turn, calling: Awaitable[UpstreamReply], reply_of: ReplyOf) -> web.Response:
     """Forward one non-streaming call and relay its JSON body unchanged: the one non-streaming path
     of the chat, Responses and Messages handlers. The reply (`reply_of`) is stored before the client
@@ -241,23 +217,9 @@ async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[Upstre
     return reply, time.perf_counter() - began
 
 
-def _reply_message(t: Turn, reply: UpstreamReply) -> Message | None:
-    """The chat completion's message to store; its usage noted on the request record."""
-    record = t.request[appkeys.RECORD]
-    usage = reply.data.get("usage") if isinstance(reply.data.get("usage"), dict) else {}
-    record.tokens_out = usage.get("completion_tokens") if usage else None
-    record.cache_read_tokens = cached_prompt_tokens(usage)
-    return first_message(reply.data)
-
-
 async def finish_turn(t: Turn, reply: Message | None) -> None:
     """Store the reply (when there is one) and schedule background work, on the engine thread."""
     await t.request.app[appkeys.HOST].finish_turn(Preparing(t.prepared, t.settled), t.turn, reply)
-
-
-async def _stream(t: Turn, upstream: Upstream) -> web.StreamResponse:
-    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), sse.relay,
-                              _finish_stream)
 
 
 async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay[Outcome],
@@ -315,21 +277,6 @@ def log_store_failure(t: Turn, exc: BaseException | None) -> None:
     app[appkeys.LOGGER].error(
         "reply_store_failed", conversation_id=t.prepared.conversation_id,
         error=mapped.message if mapped is not None else type(exc).__name__)
-
-
-async def _finish_stream(t: Turn, outcome: sse.RelayOutcome) -> None:
-    record = t.request[appkeys.RECORD]
-    record.tokens_out = outcome.assembler.completion_tokens
-    record.cache_read_tokens = cached_prompt_tokens(outcome.assembler.usage)
-    if outcome.complete and outcome.storable:
-        await finish_turn(t, outcome.assembler.message())
-        return
-    record.error_code = outcome.error.code if outcome.error else (
-        "stream_broken" if not outcome.complete else "reply_not_assembled")
-    t.request.app[appkeys.LOGGER].warning(
-        "stream_broken", conversation_id=t.prepared.conversation_id, error=str(outcome.error),
-        stored_reply=False)
-    await finish_turn(t, None)
 
 
 def cached_prompt_tokens(usage: Mapping[str, Any] | None) -> int | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.errors import CtxProxyError, UpstreamError
-from proxy.upstream.sse import Writer, event_data
+from proxy.wire.sse import Writer, event_data
 
 TERMINAL = frozenset({"response.completed", "response.failed", "response.incomplete"})
 

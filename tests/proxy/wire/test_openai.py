@@ -1,4 +1,4 @@
-"""The pieces the relay, the transports and the recall loop share (proxy/upstream/wire.py, sse.classify)."""
+"""The pieces the relay, the transports and the recall loop share (proxy/wire/openai.py, sse.classify)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from proxy.recall.tool_loop import _Carried, _StreamRound
-from proxy.upstream.sse import ReplyAssembler, classify
-from proxy.upstream.wire import compact_json, first_message
+from proxy.wire.openai import compact_json, first_message
+from proxy.wire.sse import ReplyAssembler, classify
 
 JSON = dict[str, Any]
 

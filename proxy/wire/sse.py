@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from compaction import Message
 from config.errors import CtxProxyError, UpstreamError
-from proxy.upstream.wire import merge_tool_call, new_tool_call, tool_call_index
+from proxy.wire.openai import merge_tool_call, new_tool_call, tool_call_index
 
 DONE = b"[DONE]"
 Writer = Callable[[bytes], Awaitable[None]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compaction.view.budget import WindowSource
 from config.settings import Settings, default_model_list
-from proxy.server.windows import WindowResolver
+from proxy.windows import WindowResolver
 
 
 class CountingResolve:

@@ -19,19 +19,19 @@ from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
 from proxy.server import ownership
 from proxy.server.body import read_body, read_json_object
-from proxy.server.chat import (
+from proxy.server.forward import forward_routed
+from proxy.server.params import RESPONSES_PARAMS, validate_params
+from proxy.server.turn import (
     Turn,
     finish_turn,
     prepare_turn,
     relay_reply,
     relay_stream,
 )
-from proxy.server.params import RESPONSES_PARAMS, validate_params
-from proxy.server.passthrough import forward_routed
-from proxy.upstream import responses_sse
 from proxy.upstream.openai import OpenAIUpstream, UpstreamReply
-from proxy.upstream.wire import compact_json
 from proxy.wire import responses as wire
+from proxy.wire import responses_stream
+from proxy.wire.openai import compact_json
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
@@ -122,11 +122,11 @@ async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
 
 
 async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
-    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), responses_sse.relay,
+    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), responses_stream.relay,
                               _finish_stream)
 
 
-async def _finish_stream(t: Turn, outcome: responses_sse.ResponsesOutcome) -> None:
+async def _finish_stream(t: Turn, outcome: responses_stream.ResponsesOutcome) -> None:
     await ownership.record_created(t.request, t.params, "response", outcome.response)
     if outcome.complete and outcome.response is not None:
         # A failure to store is logged by relay_stream (the client has its reply).

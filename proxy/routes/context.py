@@ -11,27 +11,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from config.errors import AuthenticationError
 from proxy import appkeys
 from proxy.recall.api import as_list, expand_ids, hit_json, item_json, run_search, search_query
-from proxy.server.auth import KEYLESS_RECALL, bearer_key
+from proxy.server.auth import caller_tenant
 from proxy.server.body import read_json_object
-from store.interface import TenantAccess
-
-
-def caller_tenant(request: web.Request, keyless: str = KEYLESS_RECALL) -> TenantAccess:
-    """The bearer key's own TenantAccess (401 saying `keyless` without a key); records the tenant
-    on the request."""
-    store = request.app[appkeys.STORE]
-    key = bearer_key(request)
-    if key is None:
-        raise AuthenticationError(keyless, code="missing_api_key")
-    tenant = store.tenant_id_for_key(key)
-    record = request.get(appkeys.RECORD)
-    if record is not None:
-        record.tenant_id = tenant
-    tenant_store: TenantAccess = store.for_tenant(tenant)
-    return tenant_store
 
 
 async def context_search(request: web.Request) -> web.Response:

@@ -19,7 +19,9 @@ from proxy import appkeys
 from proxy.server import ownership
 from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
-from proxy.server.chat import (
+from proxy.server.middleware import PREPARED_RESPONSE
+from proxy.server.params import validate_messages_params
+from proxy.server.turn import (
     SSE_HEADERS,
     Turn,
     ctxproxy_headers,
@@ -30,11 +32,9 @@ from proxy.server.chat import (
     relay_stream,
     timed_call,
 )
-from proxy.server.middleware import PREPARED_RESPONSE
-from proxy.server.params import validate_messages_params
-from proxy.upstream import anthropic_sse
 from proxy.upstream.anthropic import AnthropicUpstream
 from proxy.wire import anthropic as wire
+from proxy.wire import anthropic_stream
 from proxy.wire import anthropic_translate as translate
 
 
@@ -108,11 +108,11 @@ async def _complete(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
 
 
 async def _stream(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
-    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), anthropic_sse.relay,
+    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), anthropic_stream.relay,
                               finish_stream)
 
 
-async def finish_stream(t: Turn, outcome: anthropic_sse.MessagesOutcome) -> None:
+async def finish_stream(t: Turn, outcome: anthropic_stream.MessagesOutcome) -> None:
     """Store a complete streamed reply; log a broken one (nothing stored)."""
     if outcome.complete:
         # A failure to store is logged by relay_stream (the client has its reply).

@@ -8,7 +8,7 @@ import pytest
 from compaction.summarize.summarizers import LiteLLMSummarizer
 from compaction.types import ChatTurn, Credentials
 from config.settings import CompactionSettings, LiteLLMParams, ModelEntry, Settings, SummarizerSettings
-from proxy.server.summarizers import SummarizerChooser
+from proxy.summarizers import SummarizerChooser
 
 CLIENT_KEY = "sk-client-0001"
 ENTRY_KEY = "sk-entry-0002"
