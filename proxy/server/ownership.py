@@ -37,7 +37,8 @@ REFERENCES = {"previous_response_id": "response", "file_id": "file", "file_ids":
               "input_file_id": "file", "training_file": "file", "validation_file": "file",
               "vector_store_id": "vector store", "vector_store_ids": "vector store",
               "assistant_id": "assistant", "thread_id": "thread", "container_id": "container"}
-UNCHECKED = frozenset({"metadata", "parameters", "input_schema"})  # the client's own keys and schemas
+# The client's own keys and schemas: Codex names its session in `client_metadata.thread_id`.
+UNCHECKED = frozenset({"metadata", "client_metadata", "parameters", "input_schema"})
 FIRST_ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,256})"')
 TAP_LIMIT = 65_536  # bytes of a stream searched for the created object's id
 

@@ -30,3 +30,10 @@ def test_bodies_name_the_objects_they_refer_to_wherever_nested() -> None:
         ("vector_store_ids", "vector store", "vs_3"), ("vector_store_ids", "vector store", "vs_4")]
     assert referenced({"model": "m", "input": "hi", "file_id": ""}) == []
     assert referenced(None) == []
+
+
+def test_a_clients_own_metadata_names_no_provider_object() -> None:
+    """Codex sends its session ids in `client_metadata`: they are not the Assistants API's threads."""
+    codex = {"model": "m", "prompt_cache_key": "01a2", "input": [],
+             "client_metadata": {"thread_id": "01a2", "session_id": "01a2", "turn_id": "01a3"}}
+    assert referenced(codex) == []
