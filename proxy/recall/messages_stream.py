@@ -1,0 +1,192 @@
+"""The recall tool loop on a streaming POST /v1/messages: one Messages event stream over every round.
+
+Each round is one upstream stream (proxy/recall/messages.py builds its body); its events are
+rewritten as they arrive: `message_start` only from the first round, the content blocks of every
+round renumbered consecutively, recall `tool_use` blocks withheld (collected for the proxy to
+answer), and a round that only called the recall tools ends without its `message_delta` and
+`message_stop`: the loop answers the calls and the next round continues the same client message.
+The one `message_delta` the client gets carries the stop reason of the last round (`tool_use`
+only when a client tool was called) and usage summed over every round, as the chat tool loop sums
+it (`message_start` can only carry the first round's input usage).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.settings import LiteLLMParams
+from proxy.recall.messages import MessagesAsChat, is_recall_use, recall_calls
+from proxy.recall.tool_loop import ToolLoop, add_usage
+from proxy.recall.transport import RecallUpstream
+from proxy.upstream.anthropic_sse import MessageAssembler
+from proxy.upstream.openai import StreamingReply
+from proxy.upstream.sse import event_data
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class _Carried:
+    """What outlives one round: the next client block index and the usage of finished rounds."""
+
+    next_index: int = 0
+    usage: JSON | None = None
+    rounds: int = 0
+
+
+@dataclass
+class MessagesRound:
+    """Rewrites one round's events for the client and assembles the round's own reply."""
+
+    recall: MessagesAsChat
+    offer: bool
+    carried: _Carried
+    assembler: MessageAssembler = field(default_factory=MessageAssembler)
+    routes: dict[int, int | None] = field(default_factory=dict)  # upstream index -> client index
+    client_uses: int = 0  # the client's own tool_use blocks this round
+    stopped: bool = False  # message_stop seen
+    first: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.first = self.carried.rounds == 0
+        self.carried.rounds += 1
+
+    def continues(self) -> bool:
+        """The round asked only for our tools, and another round is allowed."""
+        return (self.offer and self.client_uses == 0
+                and bool(recall_calls(self.assembler.content(), self.recall.settings)))
+
+    def feed(self, block: bytes) -> bytes | None:
+        """The block to forward (rewritten), or None to withhold it."""
+        _, data = event_data(block)
+        try:
+            event = json.loads(data) if data else None
+        except ValueError:
+            return block
+        if not isinstance(event, dict):
+            return block
+        kind = event.get("type")
+        if kind in ("message_start", "content_block_start", "content_block_delta", "message_delta"):
+            self.assembler.feed(event)
+        if kind == "message_start":
+            return block if self.first else None
+        if kind in ("content_block_start", "content_block_delta", "content_block_stop"):
+            return self._block_event(event)
+        if kind == "message_delta":
+            return None if self.continues() else _encode(self._last_delta(event))
+        if kind == "message_stop":
+            self.stopped = True
+            return None if self.continues() else block
+        return block  # ping, error, and events this proxy does not know
+
+    def _block_event(self, event: JSON) -> bytes | None:
+        index = int(event.get("index") or 0)
+        if index not in self.routes:
+            opened = event.get("content_block")
+            self.routes[index] = None if is_recall_use(opened, self.recall.settings) else self._next()
+            client_use = isinstance(opened, dict) and opened.get("type") == "tool_use"
+            self.client_uses += client_use and self.routes[index] is not None
+        route = self.routes[index]
+        return None if route is None else _encode({**event, "index": route})
+
+    def _next(self) -> int:
+        self.carried.next_index += 1
+        return self.carried.next_index - 1
+
+    def _last_delta(self, event: JSON) -> JSON:
+        """The client's one message_delta: usage summed over the rounds, stop reason fixed."""
+        delta = dict(event.get("delta") or {})
+        if delta.get("stop_reason") == "tool_use" and self.client_uses == 0:
+            delta["stop_reason"] = "end_turn"
+        return {**event, "delta": delta, "usage": self.total_usage()}
+
+    def total_usage(self) -> JSON:
+        return add_usage(self.carried.usage, self.assembler.usage) or {}
+
+    def text(self) -> str:
+        return "".join(str(b.get("text") or "") for b in self.assembler.content() if b.get("type") == "text")
+
+
+@dataclass
+class _NoRounds:
+    """The loop's transport when the rounds are driven here (only its bodies and answers are used)."""
+
+    async def complete(self, body: JSON) -> JSON:
+        raise AssertionError("streamed rounds are opened by proxy/recall/messages_stream.py")
+
+    def stream(self, body: JSON) -> AsyncGenerator[JSON, None]:
+        raise AssertionError("streamed rounds are opened by proxy/recall/messages_stream.py")
+
+
+def _encode(event: JSON) -> bytes:
+    return f"event: {event.get('type')}\ndata: {json.dumps(event)}".encode()
+
+
+async def rounds(loop: ToolLoop, recall: MessagesAsChat, params: LiteLLMParams, body: JSON,
+                 api_key: str | None, headers: dict[str, str]) -> AsyncGenerator[bytes, None]:
+    """The client's SSE blocks (without the blank-line separator) across every round; `headers`
+    gets the first round's relayed headers."""
+    messages = list(body["messages"])
+    carried = _Carried()
+    for round_no in range(loop.max_rounds + 1):
+        rnd = MessagesRound(recall, offer=round_no < loop.max_rounds, carried=carried)
+        reply = await recall.open_stream(params, loop.round_body(body, messages, rnd.offer), api_key)
+        if round_no == 0:
+            headers.update(reply.headers)
+        try:
+            async for block in reply.events():
+                out = rnd.feed(block)
+                if out is not None:
+                    yield out
+        finally:
+            await reply.aclose()
+        if not (rnd.stopped and rnd.continues()):
+            return
+        carried.usage = rnd.total_usage()
+        content = rnd.assembler.content()
+        recall.replies.append(content)
+        messages += await loop.next_round(rnd.text(), recall_calls(content, recall.settings))
+
+
+@dataclass
+class LoopStream:
+    """The looped stream as one `StreamingReply`; the first block is read before it is returned."""
+
+    blocks: AsyncGenerator[bytes, None]
+    first: bytes | None
+    headers: dict[str, str] = field(default_factory=dict)
+    status: int = 200
+
+    async def events(self) -> AsyncIterator[bytes]:
+        if self.first is not None:
+            yield self.first
+        async with aclosing(self.blocks) as blocks:
+            async for block in blocks:
+                yield block
+
+    async def aclose(self) -> None:
+        await self.blocks.aclose()
+
+
+async def open_stream(looped: RecallUpstream, recall: MessagesAsChat, params: LiteLLMParams,
+                      body: JSON, api_key: str | None) -> StreamingReply:
+    """The looped stream of the chat `body`; see `open_looped`."""
+    headers: dict[str, str] = {}
+    return await open_looped(rounds(looped.loop(_NoRounds()), recall, params, body, api_key, headers),
+                             headers)
+
+
+async def open_looped(blocks: AsyncGenerator[bytes, None], headers: dict[str, str]) -> StreamingReply:
+    """Runs until the first block for the client, so an early failure is a plain error reply."""
+    try:
+        first: bytes | None = await anext(blocks)
+    except StopAsyncIteration:
+        first = None
+    except BaseException:
+        await blocks.aclose()
+        raise
+    return LoopStream(blocks, first, headers)
