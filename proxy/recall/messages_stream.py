@@ -13,12 +13,12 @@ it (`message_start` can only carry the first round's input usage).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import LiteLLMParams
+from proxy.recall.looped_stream import NoRounds, open_looped
 from proxy.recall.messages import MessagesAsChat, is_recall_use, recall_calls
 from proxy.recall.tool_loop import ToolLoop, add_usage
 from proxy.recall.transport import RecallUpstream
@@ -111,17 +111,6 @@ class MessagesRound:
         return "".join(str(b.get("text") or "") for b in self.assembler.content() if b.get("type") == "text")
 
 
-@dataclass
-class _NoRounds:
-    """The loop's transport when the rounds are driven here (only its bodies and answers are used)."""
-
-    async def complete(self, body: JSON) -> JSON:
-        raise AssertionError("streamed rounds are opened by proxy/recall/messages_stream.py")
-
-    def stream(self, body: JSON) -> AsyncGenerator[JSON, None]:
-        raise AssertionError("streamed rounds are opened by proxy/recall/messages_stream.py")
-
-
 def _encode(event: JSON) -> bytes:
     return f"event: {event.get('type')}\ndata: {json.dumps(event)}".encode()
 
@@ -152,41 +141,9 @@ async def rounds(loop: ToolLoop, recall: MessagesAsChat, params: LiteLLMParams, 
         messages += await loop.next_round(rnd.text(), recall_calls(content, recall.settings))
 
 
-@dataclass
-class LoopStream:
-    """The looped stream as one `StreamingReply`; the first block is read before it is returned."""
-
-    blocks: AsyncGenerator[bytes, None]
-    first: bytes | None
-    headers: dict[str, str] = field(default_factory=dict)
-    status: int = 200
-
-    async def events(self) -> AsyncIterator[bytes]:
-        if self.first is not None:
-            yield self.first
-        async with aclosing(self.blocks) as blocks:
-            async for block in blocks:
-                yield block
-
-    async def aclose(self) -> None:
-        await self.blocks.aclose()
-
-
 async def open_stream(looped: RecallUpstream, recall: MessagesAsChat, params: LiteLLMParams,
                       body: JSON, api_key: str | None) -> StreamingReply:
     """The looped stream of the chat `body`; see `open_looped`."""
     headers: dict[str, str] = {}
-    return await open_looped(rounds(looped.loop(_NoRounds()), recall, params, body, api_key, headers),
+    return await open_looped(rounds(looped.loop(NoRounds()), recall, params, body, api_key, headers),
                              headers)
-
-
-async def open_looped(blocks: AsyncGenerator[bytes, None], headers: dict[str, str]) -> StreamingReply:
-    """Runs until the first block for the client, so an early failure is a plain error reply."""
-    try:
-        first: bytes | None = await anext(blocks)
-    except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await blocks.aclose()
-        raise
-    return LoopStream(blocks, first, headers)
