@@ -3,7 +3,9 @@
 The request becomes the canonical chat form (proxy/wire/anthropic.py) and is prepared like any chat
 turn. `anthropic/...` entries get it back as Messages JSON over HTTP (proxy/upstream/anthropic.py),
 with a cache breakpoint after ctxproxy's stable prefix; other entries get the chat form through the
-usual transports and their reply is translated back (proxy/wire/anthropic_translate.py).
+usual transports and their reply is translated back (proxy/wire/anthropic_translate.py). A turn
+offering the recall tools runs the recall loop on either (proxy/recall/messages.py and
+messages_stream.py natively, proxy/recall/transport.py on the chat form).
 """
 
 from __future__ import annotations
