@@ -6,7 +6,10 @@ later rounds append the model's own reply turn (thinking, text and recall `tool_
 model sent them) and one user turn of `tool_result` blocks carrying the recalled text. The recall
 tools go next to the client's as Anthropic tool definitions. Each reply comes back to the loop as a
 chat completion whose `usage` is Anthropic's, so the loop sums Anthropic usage field by field.
-The client's reply is the last message without the recall `tool_use` blocks (`client_message`).
+The client's reply is the last message carrying every round's blocks but the recall `tool_use`
+ones (`client_message`): the same blocks a streaming client gets, so a reply that began with signed
+thinking still does when the client sends it back (Anthropic wants thinking first in a turn that
+carries tool_use while thinking is on).
 """
 
 from __future__ import annotations
@@ -71,9 +74,11 @@ def as_completion(message: Mapping[str, Any]) -> JSON:
             "choices": [{"index": 0, "message": turn, "finish_reason": finish}]}
 
 
-def client_message(last: Mapping[str, Any], usage: Any, settings: RecallSettings) -> JSON:
-    """The newest message without recall calls, its stop reason fixed, usage summed over rounds."""
-    content = [b for b in last.get("content") or [] if not is_recall_use(b, settings)]
+def client_message(last: Mapping[str, Any], replies: Sequence[Sequence[Any]], usage: Any,
+                   settings: RecallSettings) -> JSON:
+    """The newest message with every round's blocks but the recall calls, its stop reason fixed,
+    usage summed over the rounds."""
+    content = [b for reply in replies for b in reply if not is_recall_use(b, settings)]
     out = {**last, "content": content}
     if out.get("stop_reason") == "tool_use" and not any(
             isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
@@ -87,7 +92,7 @@ async def complete(looped: RecallUpstream, recall: MessagesAsChat, params: LiteL
                    api_key: str | None) -> UpstreamReply:
     """The loop over the chat `body`; the client's reply is the last message (`client_message`)."""
     reply = await looped.complete(params, body, api_key)
-    final = client_message(recall.last, reply.data.get("usage"), recall.settings)
+    final = client_message(recall.last, recall.replies, reply.data.get("usage"), recall.settings)
     return UpstreamReply(200, compact_json(final), final, reply.headers)
 
 

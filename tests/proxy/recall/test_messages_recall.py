@@ -29,7 +29,7 @@ from config.settings import (
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.anthropic_upstream import SIGNATURE, FakeAnthropic, MessageReply
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import ErrorReply, FakeUpstream
 from tests.proxy.recall.recall_data import FACT
 from tests.proxy.recall.test_end_to_end import long_history, recalling_model
 
@@ -138,12 +138,13 @@ async def test_native_messages_recall(client: anthropic.AsyncAnthropic, server: 
     else:
         final = await client.messages.create(**request())
     assert final.stop_reason == "end_turn"
-    assert [b.type for b in final.content] == (["thinking", "text", "text"] if stream else ["text"])
+    assert [b.type for b in final.content] == ["thinking", "text", "text"]  # every round's, ours left out
     assert FACT in final.content[-1].text  # type: ignore[union-attr]
     assert final.usage.output_tokens == 21  # 7 per round, summed
     assert_upstream_rounds(fake_anthropic, stream)
     messages, rounds = await stored(server, await _cid(server))
     assert len(messages) == len(long_history()) + 1
+    assert messages[-1].message["ctxproxy_blocks"][0]["signature"] == SIGNATURE
     assert not any(SEARCH in json.dumps(m.message) or EXPAND in json.dumps(m.message) for m in messages)
     assert FACT in json.dumps(messages[-1].message)
     assert [r["calls"][0]["function"]["name"] for r in rounds][:2] == [SEARCH, EXPAND]
@@ -203,3 +204,18 @@ async def test_a_client_tool_in_the_same_round_ends_the_loop(client: anthropic.A
     assert final.content[1].name == "get_weather"  # type: ignore[union-attr]
     assert final.content[1].input == {"city": "Oslo"}  # type: ignore[union-attr]
     assert len(fake_anthropic.requests) == 1  # the client's call ends the turn, as on chat
+
+
+async def test_an_upstream_error_in_a_later_round_ends_the_stream(client: anthropic.AsyncAnthropic,
+                                                                  server: TestServer,
+                                                                  fake_anthropic: FakeAnthropic) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    fake_anthropic.responder = lambda body: ErrorReply(529, overloaded) if _results(body) \
+        else recalling_claude(body)
+    with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+        await client.messages.create(**request())
+    with pytest.raises(anthropic.APIStatusError):
+        async with client.messages.stream(**request()) as sse:
+            [e async for e in sse]
+    messages, _ = await stored(server, await _cid(server))
+    assert messages[-1].role == "user"  # no reply stored for either

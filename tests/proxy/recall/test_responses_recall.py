@@ -17,7 +17,7 @@ from openai.types.responses import ResponseInputParam
 
 from proxy import appkeys
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
-from tests.fakes.upstream import FakeUpstream, Reply, tool_call
+from tests.fakes.upstream import ErrorReply, FakeUpstream, Reply, tool_call
 from tests.proxy.recall.recall_data import FACT
 from tests.proxy.recall.test_end_to_end import long_history, settings
 
@@ -126,3 +126,17 @@ async def test_a_client_call_in_the_same_round_ends_the_loop(server: TestServer,
     assert [(i.type, getattr(i, "name", None)) for i in final.output] == [("function_call", "get_weather")]
     assert [e.output_index for e in events if e.type == "response.output_item.added"] == [0]
     assert len(fake_upstream.requests) == 1
+
+
+async def test_an_upstream_error_in_a_later_round_ends_the_stream(server: TestServer,
+                                                                  fake_upstream: FakeUpstream) -> None:
+    failing = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": "busy"}}
+    fake_upstream.responder = lambda body: ErrorReply(503, failing) \
+        if body["input"][-1].get("type") == "function_call_output" else recalling_model(body)
+    events = [e async for e in await client(server).responses.create(**request(), stream=True)]
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "error" and "response.completed" not in kinds
+    assert "overloaded" in events[-1].message
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    messages, _ = await stored(server)
+    assert messages[-1].role == "user"  # nothing stored
