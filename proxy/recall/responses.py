@@ -57,10 +57,19 @@ def is_recall_call(item: Any, settings: RecallSettings) -> bool:
             and str(item.get("name")) in (settings.search_tool_name, settings.expand_tool_name))
 
 
+def without_recall_tools(response: JSON, settings: RecallSettings) -> JSON:
+    """A Response object without our tools in the `tools` it echoes (the client never offered them)."""
+    tools = response.get("tools")
+    if not isinstance(tools, list):
+        return response
+    names = (settings.search_tool_name, settings.expand_tool_name)
+    return {**response, "tools": [t for t in tools if not (isinstance(t, dict) and t.get("name") in names)]}
+
+
 def client_response(last: JSON, usage: Any, settings: RecallSettings) -> JSON:
-    """The newest Response without recall calls, usage summed over the loop's rounds."""
+    """The newest Response without recall calls or tools, usage summed over the loop's rounds."""
     output = [i for i in last.get("output") or [] if not is_recall_call(i, settings)]
-    out = {**last, "output": output}
+    out = {**without_recall_tools(last, settings), "output": output}
     if isinstance(usage, dict):
         out["usage"] = usage
     return out

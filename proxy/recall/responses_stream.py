@@ -8,7 +8,7 @@ that only called the recall tools ends without its `response.completed`: the loo
 calls and the next round continues. The one `response.completed` carries the last round's
 response (its id, the one a `previous_response_id` chain can continue from) with `output` being
 every item the client was streamed, in order, and usage summed over every round as the chat tool
-loop sums it.
+loop sums it. The response objects events carry never list the recall tools.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from config.settings import LiteLLMParams
 from proxy.recall.looped_stream import NoRounds, open_looped
-from proxy.recall.responses import ResponsesAsChat, is_recall_call
+from proxy.recall.responses import ResponsesAsChat, is_recall_call, without_recall_tools
 from proxy.recall.tool_loop import ToolLoop, add_usage, call_name
 from proxy.recall.transport import RecallUpstream
 from proxy.upstream.openai import StreamingReply
@@ -85,6 +85,8 @@ class ResponsesRound:
             return None
         if kind == "response.completed" and isinstance(event.get("response"), dict):
             return self._completed(event)
+        if isinstance(event.get("response"), dict):
+            event = {**event, "response": without_recall_tools(event["response"], self.recall.settings)}
         if isinstance(event.get("output_index"), int):
             route = self._route(event)
             if route is None:
@@ -112,7 +114,7 @@ class ResponsesRound:
         self.carried.usage = add_usage(self.carried.usage, self.response.get("usage"))
         if self.continues():
             return None
-        final = {**self.response, "output": self.carried.items}
+        final = {**without_recall_tools(self.response, self.recall.settings), "output": self.carried.items}
         if self.carried.usage is not None:
             final["usage"] = self.carried.usage
         return self._encode("response.completed", {**event, "response": final})

@@ -93,6 +93,9 @@ async def test_streamed_responses_recall(server: TestServer, fake_upstream: Fake
     assert all(getattr(e.item, "name", None) not in (SEARCH, EXPAND) for e in added)
     final = events[-1].response
     assert [i.type for i in final.output] == ["reasoning", "message", "message"]
+    created = events[0].response
+    assert [getattr(t, "name", None) for t in final.tools] == ["get_weather"]
+    assert [getattr(t, "name", None) for t in created.tools] == ["get_weather"]
     assert FACT in final.output_text and final.output_text.startswith("Let me look.")
     sent = sum(len(json.dumps(r.body["input"])) // 4 for r in fake_upstream.requests)
     assert final.usage is not None and final.usage.input_tokens == sent  # summed over the rounds
@@ -113,6 +116,7 @@ async def test_the_stream_helper_and_the_json_reply_agree(server: TestServer,
     fake_upstream.requests.clear()
     final = await sdk.responses.create(**request())
     assert [i.type for i in final.output] == ["message"] and FACT in final.output_text
+    assert [getattr(t, "name", None) for t in final.tools] == ["get_weather"]
     assert_upstream_rounds(fake_upstream, stream=False)
 
 
