@@ -219,3 +219,24 @@ async def test_an_upstream_error_in_a_later_round_ends_the_stream(client: anthro
             [e async for e in sse]
     messages, _ = await stored(server, await _cid(server))
     assert messages[-1].role == "user"  # no reply stored for either
+
+
+async def test_rounds_are_bounded_and_the_last_one_offers_only_the_clients_tools(
+        make_proxy: ProxyFactory, fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    compaction = CompactionSettings(background=False)
+    entry = ModelEntry("claude-small", LiteLLMParams("anthropic/claude-haiku", fake_anthropic.url), 4096,
+                       compaction)
+    server = await make_proxy(Settings(model_list=(entry,), compaction=compaction,
+                                       store=StoreSettings(str(tmp_path / "bounded.db")),
+                                       summarizer=SummarizerSettings(model="local/extractive"),
+                                       recall=RecallSettings(max_rounds=1)))
+    fake_anthropic.responder = lambda body: MessageReply(text="giving up") if SEARCH not in json.dumps(
+        body.get("tools")) else MessageReply(text=None, tool_uses=[
+            {"id": f"toolu_{len(body['messages'])}", "name": SEARCH, "input": {"pattern": "kayak"}}])
+    async with anthropic.AsyncAnthropic(base_url=str(server.make_url("")).rstrip("/"), api_key=TEST_API_KEY,
+                                        max_retries=0) as sdk, sdk.messages.stream(**request()) as sse:
+        final = await sse.get_final_message()
+    assert [b.type for b in final.content] == ["text"] and final.content[0].text == "giving up"  # type: ignore[union-attr]
+    assert [[t["name"] for t in r.body["tools"]] for r in fake_anthropic.requests] == [
+        ["get_weather", SEARCH, EXPAND], ["get_weather"]]
+    assert fake_anthropic.requests[1].body["messages"][-1]["content"][0]["type"] == "tool_result"
