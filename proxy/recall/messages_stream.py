@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.errors import UpstreamError
 from config.settings import LiteLLMParams
 from proxy.recall.looped_stream import NoRounds, open_looped
 from proxy.recall.messages import MessagesAsChat, is_recall_use, recall_calls
@@ -58,7 +59,14 @@ class MessagesRound:
     def continues(self) -> bool:
         """The round asked only for our tools, and another round is allowed."""
         return (self.offer and self.client_uses == 0
-                and bool(recall_calls(self.assembler.content(), self.recall.settings)))
+                and bool(recall_calls(self.content(), self.recall.settings)))
+
+    def content(self) -> list[JSON]:
+        """The round's reply blocks so far; a reply that cannot be assembled ends the stream."""
+        try:
+            return self.assembler.content()
+        except (TypeError, ValueError) as exc:
+            raise UpstreamError(f"could not assemble the reply: {type(exc).__name__}") from exc
 
     def feed(self, block: bytes) -> bytes | None:
         """The block to forward (rewritten), or None to withhold it."""
@@ -71,7 +79,7 @@ class MessagesRound:
             return block
         kind = event.get("type")
         if kind in ("message_start", "content_block_start", "content_block_delta", "message_delta"):
-            self.assembler.feed(event)
+            self._assemble(event)
         if kind == "message_start":
             return block if self.first else None
         if kind in ("content_block_start", "content_block_delta", "content_block_stop"):
@@ -83,13 +91,21 @@ class MessagesRound:
             return None if self.continues() else block
         return block  # ping, error, and events this proxy does not know
 
+    def _assemble(self, event: JSON) -> None:
+        try:
+            self.assembler.feed(event)
+        except (TypeError, ValueError) as exc:
+            raise UpstreamError(f"could not assemble the reply: {type(exc).__name__}") from exc
+
     def _block_event(self, event: JSON) -> bytes | None:
-        index = int(event.get("index") or 0)
+        """A content block event at its client index; None for a recall call's events."""
+        index = self.assembler_index(event)
         if index not in self.routes:
             opened = event.get("content_block")
-            self.routes[index] = None if is_recall_use(opened, self.recall.settings) else self._next()
-            client_use = isinstance(opened, dict) and opened.get("type") == "tool_use"
-            self.client_uses += client_use and self.routes[index] is not None
+            ours = is_recall_use(opened, self.recall.settings)
+            self.routes[index] = None if ours else self._next()
+            if not ours and isinstance(opened, dict) and opened.get("type") == "tool_use":
+                self.client_uses += 1
         route = self.routes[index]
         return None if route is None else _encode({**event, "index": route})
 
@@ -107,8 +123,15 @@ class MessagesRound:
     def total_usage(self) -> JSON:
         return add_usage(self.carried.usage, self.assembler.usage) or {}
 
+    @staticmethod
+    def assembler_index(event: JSON) -> int:
+        """The event's block index, as the assembler reads it."""
+        raw = event.get("index") or 0
+        return raw if isinstance(raw, int) else 0
+
     def text(self) -> str:
-        return "".join(str(b.get("text") or "") for b in self.assembler.content() if b.get("type") == "text")
+        """The round's text (what the loop replays as the assistant turn's content)."""
+        return "".join(str(b.get("text") or "") for b in self.content() if b.get("type") == "text")
 
 
 def _encode(event: JSON) -> bytes:
@@ -136,7 +159,7 @@ async def rounds(loop: ToolLoop, recall: MessagesAsChat, params: LiteLLMParams, 
         if not (rnd.stopped and rnd.continues()):
             return
         carried.usage = rnd.total_usage()
-        content = rnd.assembler.content()
+        content = rnd.content()
         recall.replies.append(content)
         messages += await loop.next_round(rnd.text(), recall_calls(content, recall.settings))
 

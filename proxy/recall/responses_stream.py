@@ -62,6 +62,7 @@ class ResponsesRound:
         return dict(wire.chat_completion(self.response or {})["choices"][0]["message"])
 
     def recall_calls(self) -> list[JSON]:
+        """The round's recall calls, as chat tool calls (what the loop executes)."""
         calls = self.message().get("tool_calls") or []
         return [c for c in calls if _ours(c, self.recall)]
 
@@ -95,6 +96,7 @@ class ResponsesRound:
         return self._encode(kind, event)
 
     def _route(self, event: JSON) -> int | None:
+        """The client's output_index for the event's item; None for a recall call's events."""
         index = int(event["output_index"])
         if index not in self.routes:
             hidden = is_recall_call(event.get("item"), self.recall.settings)
