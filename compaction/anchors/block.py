@@ -23,7 +23,7 @@ from store.models import Anchor, Message
 ANCHOR_BLOCK_OPEN = "<ctxproxy:anchors>"
 ANCHOR_BLOCK_CLOSE = "</ctxproxy:anchors>"
 ANCHOR_BLOCK_INTRO = ("Facts from earlier in this conversation, verbatim (pinned or extracted); (msg N) and "
-                      "#N name source messages (expandable by id). Values shown are current: a correction "
+                      "#N are the ids of their source messages. Values shown are current: a correction "
                       "replaces the older value.")
 SPECIFIC_KINDS = frozenset({"name", "order", "ticket", "approval", "id", "amount", "date", "email",
                             "url", "path"})

@@ -13,7 +13,7 @@ from compaction.types import PromptLevel, SummaryRequest
 from store.encoding.content import message_text
 from store.models import Message, StoredMessage, SummaryKind, SummaryRecord
 
-PROMPT_VERSION = "2026-12-01.1"
+PROMPT_VERSION = "2026-12-03.1"
 SECTIONS = ("Intent", "Decisions", "Files and artifacts", "Errors and fixes",
             "Open operations and approvals", "Next steps")
 EXPAND_LINE_PREFIX = "Expand for details about:"
@@ -115,7 +115,7 @@ def bound_text(text: str, label: str, head: int = TOOL_RESULT_HEAD_CHARS,
     if len(text) <= head + tail:
         return text
     omitted = len(text) - head - tail
-    marker = f"[... {omitted} characters cut; expand {label} for the full text ...]"
+    marker = f"[... {omitted} characters cut from #{label}; the full text is in the stored history ...]"
     return f"{text[:head]}\n{marker}\n{text[-tail:]}"
 
 

@@ -3,7 +3,8 @@
 `prompts.build_source_text` writes one block per message or summary: a header line `[#<id> <role>]`
 or `[sum_<id> summary of messages a-b]`, then its text. The last level of the fallback chain keeps
 whole blocks (user and assistant text first, newest first) within the size asked, and names every
-block it leaves out in ONE pointer line saying how to get them back. A block is never cut: a
+block it leaves out in ONE pointer line saying where they are (no tool is named: a summary is
+forwarded whether or not the request offers the recall tools). A block is never cut: a
 summary made of six-character husks of every message costs tokens and says nothing.
 """
 
@@ -49,11 +50,11 @@ def blocks(sources_text: str) -> list[Block]:
 
 
 def pointer_line(refs: Sequence[str]) -> str:
-    """The one line standing for omitted blocks: how many, their ids, how to get them back."""
+    """The one line standing for omitted blocks: how many, their ids, where they are."""
     named = compact_ids(refs)
     what = f"{len(refs)} source{'s' if len(refs) != 1 else ''} omitted"
     ids = f" (ids {named})" if named else ""
-    return f"{POINTER_OPEN}{what}{ids}; expand them by id, or search the history]"
+    return f"{POINTER_OPEN}{what}{ids}; they are kept in the stored history]"
 
 
 def compact_ids(refs: Sequence[str]) -> str:

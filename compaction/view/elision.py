@@ -31,7 +31,7 @@ class RecallNames:
     expand: str
 
 
-KEPT_HOW = "search the history for text in it, or re-run the tool for all of it"  # stored elisions
+KEPT_HOW = "re-run the tool for all of it"  # stored elisions: forwarded whether or not recall is offered
 
 
 def marker(cut_tokens: int, total_tokens: int, slot: Slot, recall: RecallNames | None,
@@ -44,7 +44,7 @@ def marker(cut_tokens: int, total_tokens: int, slot: Slot, recall: RecallNames |
 
 def _way_back(what: str, ref: str, recall: RecallNames | None) -> str:
     if recall is None:
-        return f"ask the operator to expand message {ref}"
+        return f"message {ref} is kept whole in the stored history"
     if what == "tool result":
         return f"{recall.search} finds text in it; re-run the tool for all of it"
     return f"call {recall.expand} with ids [\"{ref}\"]"
@@ -56,7 +56,7 @@ def pointer(refs: Sequence[str], recall: RecallNames | None) -> Message:
     if len(ids) > MAX_IDS_CHARS:
         ids = f"{refs[0]} ... {refs[-1]}"
     how = (f"call {recall.expand} with their ids, or {recall.search}" if recall is not None
-           else "ask the operator to expand them")
+           else "they are kept in the stored history")
     text = f"{MARK}{len(refs)} earlier messages or summaries omitted here (ids {ids}); {how}]"
     return {"role": "system", "content": text}
 
@@ -101,7 +101,7 @@ def strip_arguments(slot: Slot, counter: TokenCounter, recall: RecallNames | Non
     calls = [{**c, "function": {**c.get("function", {}), "arguments": "{}"}}
              if isinstance(c, Mapping) else c for c in slot.message.get("tool_calls") or ()]
     how = (f"call {recall.expand} with ids [\"{slot.ref}\"]" if recall is not None
-           else f"ask the operator to expand message {slot.ref}")
+           else f"message {slot.ref} is kept whole in the stored history")
     message = {**slot.message, "tool_calls": calls,
                "content": f"{MARK}tool-call arguments of message {slot.ref} elided; {how}]"}
     return replace(slot, message=message, tokens=counter.count_message(message))

@@ -125,7 +125,7 @@ class ToolLoop:
         await self.tools.record_round(calls, results)
         return results
 
-    async def _next_round(self, content: Any, calls: list[JSON]) -> list[JSON]:
+    async def next_round(self, content: Any, calls: list[JSON]) -> list[JSON]:
         """What the next round adds: the assistant's recall calls, then their (bounded) results."""
         turn = _assistant_turn(content, calls)
         if self.limit:
@@ -144,7 +144,7 @@ class ToolLoop:
             ours, theirs = self._split(message.get("tool_calls") or [])
             if not ours or theirs or not offer:
                 return self._client_view(reply, usage)
-            messages += await self._next_round(message.get("content"), ours)
+            messages += await self.next_round(message.get("content"), ours)
         raise AssertionError("unreachable: the last round never offers the recall tools")
 
     def _split(self, calls: Sequence[JSON]) -> tuple[list[JSON], list[JSON]]:
@@ -183,7 +183,7 @@ class ToolLoop:
             if not rnd.continues():
                 return
             calls = rnd.recall_calls()
-            messages += await self._next_round(rnd.content(), calls)
+            messages += await self.next_round(rnd.content(), calls)
 
 
 def _assistant_turn(content: Any, calls: list[JSON]) -> Message:

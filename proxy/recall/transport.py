@@ -13,11 +13,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiohttp import web
+
 from compaction import Message, PreparedRequest, ResultBudget, TokenCounter, recall, redact_obj
 from config.errors import UpstreamError, UpstreamHTTPError
 from config.settings import LiteLLMParams, RecallSettings
+from proxy import appkeys
 from proxy.engine_host import InlineRunner, StoreRunner
-from proxy.recall.tool_loop import JSON, ResultLimit, ToolLoop
+from proxy.recall.tool_loop import JSON, ResultLimit, RoundTransport, ToolLoop
 from proxy.upstream.openai import StreamingReply, Upstream, UpstreamReply
 from proxy.wire.openai import compact_json
 from proxy.wire.sse import DONE, classify
@@ -87,6 +90,15 @@ def for_turn(upstream: Upstream, settings: RecallSettings, runner: StoreRunner, 
                           lambda: ResultBudget.for_prepared(prepared, counter, settings))
 
 
+def for_request(app: web.Application, upstream: Upstream, prepared: PreparedRequest, tenant_id: str,
+                model: str) -> Upstream:
+    """`for_turn` with the app's recall settings, engine host, the tenant's store and metrics."""
+    metrics = app[appkeys.METRICS]
+    return for_turn(upstream, app[appkeys.SETTINGS].recall, app[appkeys.HOST],
+                    app[appkeys.STORE].for_tenant(tenant_id), prepared, model,
+                    lambda op: metrics.recall_call(op, "tool_loop"))
+
+
 @dataclass
 class _Bound:
     """The transport bound to one request's params and key: the loop's `RoundTransport`."""
@@ -140,20 +152,21 @@ class RecallUpstream:
     max_rounds: int
     new_limit: Callable[[], ResultLimit] | None = None  # a fresh result budget per turn
 
-    def _loop(self, bound: _Bound) -> ToolLoop:
-        return ToolLoop(self.tools, bound, self.max_rounds, self.new_limit() if self.new_limit else None)
+    def loop(self, rounds: RoundTransport) -> ToolLoop:
+        """A fresh tool loop over `rounds` (its own result budget): one per turn."""
+        return ToolLoop(self.tools, rounds, self.max_rounds, self.new_limit() if self.new_limit else None)
 
     async def complete(self, params: LiteLLMParams, body: dict[str, Any],
                        api_key: str | None) -> UpstreamReply:
         bound = _Bound(self.inner, params, api_key)
-        data = await self._loop(bound).complete(body)
+        data = await self.loop(bound).complete(body)
         return UpstreamReply(200, compact_json(data), data, bound.headers or {})
 
     async def open_stream(self, params: LiteLLMParams, body: dict[str, Any],
                           api_key: str | None) -> StreamingReply:
         """Runs until the first chunk for the client, so an early failure is a plain error reply."""
         bound = _Bound(self.inner, params, api_key)
-        chunks = self._loop(bound).stream(body)
+        chunks = self.loop(bound).stream(body)
         try:
             first: JSON | None = await anext(chunks)
         except StopAsyncIteration:

@@ -3,12 +3,15 @@
 The request becomes the canonical chat form (proxy/wire/anthropic.py) and is prepared like any chat
 turn. `anthropic/...` entries get it back as Messages JSON over HTTP (proxy/upstream/anthropic.py),
 with a cache breakpoint after ctxproxy's stable prefix; other entries get the chat form through the
-usual transports and their reply is translated back (proxy/wire/anthropic_translate.py).
+usual transports and their reply is translated back (proxy/wire/anthropic_translate.py). A turn
+offering the recall tools runs the recall loop on either (proxy/recall/messages.py and
+messages_stream.py natively, proxy/recall/transport.py on the chat form).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +19,10 @@ from aiohttp import web
 from compaction import Message, TokenCounter
 from config.errors import ModelNotFoundError
 from proxy import appkeys
+from proxy.recall import messages as recall_messages
+from proxy.recall import messages_stream, transport
+from proxy.recall.messages import MessagesAsChat
+from proxy.recall.transport import RecallUpstream
 from proxy.server import ownership
 from proxy.server.auth import bearer_key, tenant_of
 from proxy.server.body import read_json_object
@@ -48,14 +55,15 @@ async def messages(request: web.Request) -> web.StreamResponse:
                                  "stream": body.get("stream") is True}
     if isinstance(body.get("max_tokens"), int):
         chat_body["max_tokens"] = body["max_tokens"]
-    t = await prepare_turn(request, chat_body, started, recall_tools=False)
+    t = await prepare_turn(request, chat_body, started)
     if not t.params.uses_anthropic_wire:
         return await translate_turn(t, body)
     t.body = forward_body(body, t)
     upstream = AnthropicUpstream(request.app[appkeys.SESSION], request.headers)
+    recall = _recall(t, body, upstream)
     if body.get("stream") is True:
-        return await _stream(t, upstream)
-    return await _complete(t, upstream)
+        return await _stream(t, upstream, recall)
+    return await _complete(t, upstream, recall)
 
 
 def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
@@ -102,14 +110,35 @@ def _note_usage(t: Turn, usage: Any) -> None:
     record.cache_read_tokens = cached if isinstance(cached, int) else None
 
 
-async def _complete(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
-    return await relay_reply(t, upstream.complete(t.params, t.body, t.api_key),
-                             lambda turn, reply: _reply_message(turn, reply.data))
+Recall = tuple[RecallUpstream, MessagesAsChat] | None
 
 
-async def _stream(t: Turn, upstream: AnthropicUpstream) -> web.StreamResponse:
-    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), anthropic_stream.relay,
-                              finish_stream)
+def _recall(t: Turn, body: dict[str, Any], upstream: AnthropicUpstream) -> Recall:
+    """The recall tool loop over `upstream` when this turn offers the recall tools, else None."""
+    settings = t.request.app[appkeys.SETTINGS].recall
+    adapter = MessagesAsChat(upstream, t.body, t.prepared.messages,
+                             lambda head: forward_body(body, replace(t, prepared=replace(
+                                 t.prepared, messages=tuple(head)))), settings)
+    looped = transport.for_request(t.request.app, adapter, t.prepared, t.turn.tenant_id, t.turn.model)
+    return (looped, adapter) if isinstance(looped, RecallUpstream) else None
+
+
+def _chat(t: Turn) -> dict[str, Any]:
+    """The loop's chat body: the prepared messages and the client's tools in chat form."""
+    return {"model": t.params.upstream_model, "messages": list(t.prepared.messages),
+            "tools": list(t.prepared.tools)}
+
+
+async def _complete(t: Turn, upstream: AnthropicUpstream, recall: Recall) -> web.StreamResponse:
+    calling = (upstream.complete(t.params, t.body, t.api_key) if recall is None
+               else recall_messages.complete(*recall, t.params, _chat(t), t.api_key))
+    return await relay_reply(t, calling, lambda turn, reply: _reply_message(turn, reply.data))
+
+
+async def _stream(t: Turn, upstream: AnthropicUpstream, recall: Recall) -> web.StreamResponse:
+    opening = (upstream.open_stream(t.params, t.body, t.api_key) if recall is None
+               else messages_stream.open_stream(*recall, t.params, _chat(t), t.api_key))
+    return await relay_stream(t, opening, anthropic_stream.relay, finish_stream)
 
 
 async def finish_stream(t: Turn, outcome: anthropic_stream.MessagesOutcome) -> None:
@@ -128,7 +157,8 @@ async def finish_stream(t: Turn, outcome: anthropic_stream.MessagesOutcome) -> N
 async def translate_turn(t: Turn, body: dict[str, Any]) -> web.StreamResponse:
     """An entry not speaking Messages: the chat form through its transport, the reply translated."""
     t.body = translate.chat_request(t.body, body)
-    upstream = t.request.app[appkeys.UPSTREAMS].for_params(t.params)
+    upstream = transport.for_request(t.request.app, t.request.app[appkeys.UPSTREAMS].for_params(t.params),
+                                     t.prepared, t.turn.tenant_id, t.turn.model)
     reply, upstream_s = await timed_call(t, upstream.complete(t.params, {**t.body, "stream": False},
                                                               t.api_key))
     message = translate.anthropic_message(reply.data, str(body.get("model")))

@@ -13,10 +13,12 @@ from typing import Any
 
 from aiohttp import web
 
-from compaction import Message, recall
+from compaction import Message
 from proxy import appkeys
+from proxy.recall import responses_stream as looped_responses
 from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
+from proxy.recall.transport import RecallUpstream
 from proxy.server import ownership
 from proxy.server.body import read_body, read_json_object
 from proxy.server.forward import forward_routed
@@ -50,8 +52,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
                                  if isinstance(tools, list) else tools}
     if isinstance(body.get("max_output_tokens"), int):
         chat_body["max_tokens"] = body["max_output_tokens"]
-    # The recall tool loop runs on non-streaming requests only (their hints follow the same decision).
-    t = await prepare_turn(request, chat_body, started, recall_tools=body.get("stream") is not True)
+    t = await prepare_turn(request, chat_body, started)
     t.body = forward_body(body, t)
     upstream = OpenAIUpstream(request.app[appkeys.SESSION], "responses")
     if body.get("stream") is True:
@@ -104,26 +105,34 @@ async def _call_recorded(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
     return reply
 
 
+def _recall(t: Turn, upstream: OpenAIUpstream) -> tuple[RecallUpstream, ResponsesAsChat] | None:
+    """The recall tool loop over `upstream` when this request offers the recall tools, else None."""
+    adapter = ResponsesAsChat(upstream, t.body, t.request.app[appkeys.SETTINGS].recall)
+    looped = transport.for_request(t.request.app, adapter, t.prepared, t.turn.tenant_id, t.turn.model)
+    return (looped, adapter) if isinstance(looped, RecallUpstream) else None
+
+
+def _chat(t: Turn) -> dict[str, Any]:
+    """The loop's chat body: the prepared messages and the client's tools in chat form."""
+    return {"model": t.body["model"], "messages": list(t.prepared.messages), "tools": list(t.prepared.tools)}
+
+
 async def _call(t: Turn, upstream: OpenAIUpstream) -> UpstreamReply:
     """One upstream call, or the recall tool loop when this request offers the recall tools."""
-    app = t.request.app
-    settings = app[appkeys.SETTINGS].recall
-    if not recall.should_offer(t.prepared, settings):
+    recall = _recall(t, upstream)
+    if recall is None:
         return await upstream.complete(t.params, t.body, t.api_key)
-    adapter = ResponsesAsChat(upstream, t.body)
-    metrics = app[appkeys.METRICS]
-    looped = transport.for_turn(adapter, settings, app[appkeys.HOST],
-                                app[appkeys.STORE].for_tenant(t.turn.tenant_id), t.prepared, t.turn.model,
-                                lambda op: metrics.recall_call(op, "tool_loop"))
-    chat = {"model": t.body["model"], "messages": list(t.prepared.messages), "tools": list(t.prepared.tools)}
-    reply = await looped.complete(t.params, chat, t.api_key)
-    final = client_response(adapter.last, reply.data.get("usage"), settings)
+    looped, adapter = recall
+    reply = await looped.complete(t.params, _chat(t), t.api_key)
+    final = client_response(adapter.last, reply.data.get("usage"), adapter.settings)
     return UpstreamReply(200, compact_json(final), final, reply.headers)
 
 
 async def _stream(t: Turn, upstream: OpenAIUpstream) -> web.StreamResponse:
-    return await relay_stream(t, upstream.open_stream(t.params, t.body, t.api_key), responses_stream.relay,
-                              _finish_stream)
+    recall = _recall(t, upstream)
+    opening = (upstream.open_stream(t.params, t.body, t.api_key) if recall is None
+               else looped_responses.open_stream(*recall, t.params, _chat(t), t.api_key))
+    return await relay_stream(t, opening, responses_stream.relay, _finish_stream)
 
 
 async def _finish_stream(t: Turn, outcome: responses_stream.ResponsesOutcome) -> None:

@@ -1,12 +1,14 @@
 """A scriptable fake Anthropic upstream (aiohttp test server) speaking Messages JSON and SSE.
 
-Tests queue `MessageReply` / `ErrorReply` scripts (an empty queue answers "ok"). Every request is
-recorded with its headers and JSON body. Streams follow the real event order and can be cut.
+Tests queue `MessageReply` / `ErrorReply` scripts (an empty queue answers "ok"), or set `responder`
+to decide per request (e.g. a model that calls the recall tools, then answers from their results).
+Every request is recorded with its headers and JSON body. Streams follow the real event order and can be cut.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +127,7 @@ class FakeAnthropic:
 
     def __init__(self) -> None:
         self.scripts: list[MessageReply | ErrorReply] = []
+        self.responder: Callable[[JSON], MessageReply | ErrorReply | None] | None = None
         self.requests: list[RecordedRequest] = []
         self.server: TestServer | None = None
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -160,7 +163,9 @@ class FakeAnthropic:
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
-        script = self.scripts.pop(0) if self.scripts else MessageReply()
+        script = self.responder(body) if self.responder is not None else None
+        if script is None:
+            script = self.scripts.pop(0) if self.scripts else MessageReply()
         if isinstance(script, ErrorReply):
             return web.json_response(script.body, status=script.status, headers=script.headers)
         if not body.get("stream"):

@@ -12,13 +12,15 @@ from typing import Any
 JSON = dict[str, Any]
 
 
-def output_items(text: str | None, tool_calls: list[JSON], reasoning: bool) -> list[JSON]:
+def output_items(text: str | None, tool_calls: list[JSON], reasoning: bool, suffix: str = "") -> list[JSON]:
+    """The output items of one reply; `suffix` keeps item ids unique across replies, as the API's are."""
     items: list[JSON] = []
     if reasoning:
-        items.append({"type": "reasoning", "id": "rs_fake", "summary": [],
+        items.append({"type": "reasoning", "id": f"rs_fake{suffix}", "summary": [],
                       "encrypted_content": "gAAAA-opaque-reasoning-blob"})
     if text:
-        items.append({"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
+        items.append({"type": "message", "id": f"msg_fake{suffix}", "role": "assistant",
+                      "status": "completed",
                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
     items += [{"type": "function_call", "id": f"fc_{c['id']}", "call_id": c["id"], "name": c["name"],
                "arguments": c["arguments"], "status": "completed"} for c in tool_calls]

@@ -128,7 +128,8 @@ class FakeUpstream:
         script = self._next_script(body)
         if isinstance(script, ErrorReply):
             return _error_response(script)
-        items = responses_api.output_items(script.text, script.tool_calls, script.reasoning)
+        suffix = f"_{len(self.requests)}" if len(self.requests) > 1 else ""
+        items = responses_api.output_items(script.text, script.tool_calls, script.reasoning, suffix)
         if not body.get("stream"):
             return web.json_response(responses_api.response_json(body, items))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

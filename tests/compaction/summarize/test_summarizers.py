@@ -36,7 +36,7 @@ def test_source_text_redacted_prefixed_and_bounded() -> None:
     text = build_source_text(CONVO)
     assert "sk-abcdefghijklmnopqrstuvwx" not in text and "[REDACTED:openai_key]" in text
     assert "[#1 user]" in text and "[#3 tool]" in text
-    assert "characters cut; expand 3" in text and len(text) < 5000
+    assert "characters cut from #3;" in text and len(text) < 5000
 
 
 async def test_extractive_is_structured_verifiable_and_bounded() -> None:
