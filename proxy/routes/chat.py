@@ -29,11 +29,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     t = await prepare_turn(request, body, started)
     upstream = request.app[appkeys.UPSTREAMS].for_params(t.params)
     # Recall tools offered this turn: the same transport, answering the model's recall calls itself.
-    metrics = request.app[appkeys.METRICS]
-    upstream = transport.for_turn(upstream, request.app[appkeys.SETTINGS].recall,
-                                  request.app[appkeys.HOST],
-                                  request.app[appkeys.STORE].for_tenant(t.turn.tenant_id),
-                                  t.prepared, t.turn.model, lambda op: metrics.recall_call(op, "tool_loop"))
+    upstream = transport.for_request(request.app, upstream, t.prepared, t.turn.tenant_id, t.turn.model)
     if body.get("stream") is True:
         return await _stream(t, upstream)
     return await _complete(t, upstream)

@@ -60,10 +60,8 @@ class Turn:
     settled: concurrent.futures.Future[PreparedRequest] | None = None  # an early forward's full preparation
 
 
-async def prepare_turn(request: web.Request, body: dict[str, Any], started: float, *,
-                       recall_tools: bool = True) -> Turn:
+async def prepare_turn(request: web.Request, body: dict[str, Any], started: float) -> Turn:
     """Resolve the model and tenant, build the ChatTurn and let the engine prepare it.
-    `recall_tools=False`: an API whose handler does not run the recall tool loop (never offered).
     Every API's turn comes here in the chat form: its parameters are checked here, once."""
     app = request.app
     await app[WARMUP].done.wait()  # litellm and tokenizers load off the loop at start-up
@@ -81,8 +79,6 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     client_key = bearer_key(request)  # a required key was checked before routing (auth.py)
     tenant = record.tenant_id = tenant_of(request)
     turn = await _build_turn(request, body, entry, tenant, client_key)
-    if not recall_tools:
-        turn = replace(turn, offer_recall=False)
     preparing = await app[appkeys.HOST].prepare(turn)  # off this loop
     app[appkeys.STORE_HEALTH].wrote()  # the turn was recorded: the store takes writes
     prepared = preparing.request
