@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from compaction.steps import selection
 from compaction.steps.passes import Candidate, PassContext, apply_summary, chunk_refs, run_pass
 from compaction.steps.prepared import Fit, Prepared
-from compaction.steps.superseded import superseded_candidates, with_references_pinned
+from compaction.steps.superseded import refs_of, superseded_candidates, with_references_pinned
 from compaction.types import Reach
 from compaction.view.budget import Budget
 from compaction.view.entry import last_user_index
@@ -94,12 +94,13 @@ def oversized_result(wv: WorkingView, s: CompactionSettings, budget: Budget, rea
     gives way, precisely, before the messages around it."""
     entries = wv.entries
     protected = selection.protected_indices(entries)
+    referenced = refs_of(wv).referenced  # kept raw; their round's other results may give way
     end = (selection.fresh_tail_start(entries, s.fresh_tail_count, tail_cap(wv, budget))
            if reach == "before_tail" else selection.newest_group_start(entries))
     floor = budget.oversized // 2
     for i, entry in enumerate(entries[:end]):
-        if (entry.kind != "message" or entry.role not in RESULT_ROLES or i in protected or entry.pinned
-                or entry.tokens <= budget.oversized):
+        if (entry.kind != "message" or entry.role not in RESULT_ROLES or i in protected
+                or entry.tokens <= budget.oversized or entry.seq in referenced):
             continue
         allowance = max(floor, entry.tokens - max(excess, 0))
         if entry.tokens - allowance >= MIN_ELISION_SAVING:
@@ -140,7 +141,7 @@ class _Loop:
             return None
         if options[0].pointer:  # a superseded output gives way before anything is summarized
             return options[0]
-        fit = self.prepared.first_fit(wv, _substitutable(options))
+        fit = self.prepared.first_fit(with_references_pinned(wv, budget), _substitutable(options))
         chunk = fit[0] if fit is not None else options[0].chunk
         saving = (sum(wv.entries[i].tokens for i in chunk) - fit[1].token_count if fit is not None
                   else _expected_saving(wv, options[0], s, budget))
@@ -205,7 +206,9 @@ def trim_instead(wv: WorkingView, chunk: Sequence[int], saving: int, excess: int
     far below it, and the rest of the chunk stays raw."""
     if excess <= 0 or saving <= 2 * excess:
         return None
-    results = [i for i in chunk if wv.entries[i].kind == "message" and wv.entries[i].role in RESULT_ROLES]
+    referenced = refs_of(wv).referenced  # a result referred back to is summarized whole or kept, not cut
+    results = [i for i in chunk if wv.entries[i].kind == "message" and wv.entries[i].role in RESULT_ROLES
+               and wv.entries[i].seq not in referenced]
     if not results:
         return None
     big = max(results, key=lambda i: wv.entries[i].tokens)

@@ -1,8 +1,9 @@
 """What a step does with back-references (compaction/view/backrefs.py) before summarizing anything.
 
 - Referenced results (a newer "unchanged since your last Read" points at them) are pinned in the
-  step's copy of the view, with their tool round: chunk selection skips them and no elision picks
-  them, so they stay raw in place. Bounded: the newest referenced rounds first, at most
+  step's copy of the view, with their tool round: chunk selection and prepared summaries skip the
+  round and no elision picks the referenced results, so they stay raw in place (the round's other
+  results may still be elided in place). Bounded: the newest referenced rounds first, at most
   `REFERENCED_SHARE_PERCENT` of what the history may use; older ones beyond it compact as usual.
 - Superseded outputs (the same call made again later, e.g. the file read again, the test re-run)
   before the fresh tail are the first thing a step gives up: each is elided in place to one pointer
@@ -24,7 +25,7 @@ from compaction.view.budget import Budget
 from compaction.view.entry import Entry
 from compaction.view.workview import WorkingView
 
-REFERENCED_SHARE_PERCENT = 25  # of the message budget: the most pinned referenced rounds may take
+REFERENCED_SHARE_PERCENT = 35  # of the message budget: the most pinned referenced rounds may take
 RESULT_ROLES = ("tool", "function")
 POINTER_MIN_SAVING = 48  # a superseded output shorter than its pointer plus this stays
 _CACHE: dict[tuple[str, int, int], BackRefs] = {}
@@ -43,10 +44,13 @@ def refs_of(wv: WorkingView) -> BackRefs:
 
 
 def pinned_groups(entries: Sequence[Entry], refs: BackRefs, cap: int) -> frozenset[int]:
-    """Groups of raw referenced results to keep raw, newest first, within `cap` tokens."""
+    """Groups of raw referenced results to keep raw, newest first, within `cap` tokens: a group
+    costs its referenced results and its other messages but not its other tool results (those may
+    still be elided in place, oversized or superseded, while the round stays)."""
     tokens: dict[int, int] = {}
     for e in entries:
-        tokens[e.group] = tokens.get(e.group, 0) + e.tokens
+        if e.seq in refs.referenced or e.role not in RESULT_ROLES:
+            tokens[e.group] = tokens.get(e.group, 0) + e.tokens
     out: set[int] = set()
     used = 0
     for e in reversed(entries):

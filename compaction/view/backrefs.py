@@ -134,4 +134,5 @@ def newly_referenced(stored: Sequence[Any]) -> frozenset[int]:
                and is_unchanged_marker(content_text(dict(m.message))) for m in ordered):
         return frozenset()
     refs = analyze((m.seq, m.message) for m in ordered)
-    return frozenset(t for marker, t in refs.pointed.items() if marker > last_assistant and t in refs.referenced)
+    return frozenset(t for marker, t in refs.pointed.items()
+                     if marker > last_assistant and t in refs.referenced)
