@@ -4,7 +4,8 @@
 engine (local/extractive, window = a quarter of the session, as `make eval`'s real set) and counts,
 at every request:
 - marker references: tool results that are the client's "unchanged since your last Read" note; at
-  each request holding one, the earlier result it refers to (the newest earlier real output of the
+  each request holding one (`markers`; `markers_new`: only the request where it arrives), the
+  earlier result it refers to (the newest earlier real output of the
   same call) counts as present only when its text is verbatim in a forwarded message other than the
   marker itself. `--markers` first turns every identical repeat of a file read (Read, read_file,
   view...) into Claude Code's marker ("Wasted call — file unchanged since your last Read. Refer to
@@ -69,6 +70,8 @@ def with_markers(conv: RecordedConversation) -> tuple[RecordedConversation, int]
 class Counts:
     markers: int = 0  # (request, marker) pairs with a referenced earlier result
     markers_present: int = 0
+    markers_new: int = 0  # the same, only at the request where the marker arrives (newest round)
+    markers_new_present: int = 0
     reruns: int = 0  # re-made calls, at the request where the newer output arrives
     reruns_present: int = 0  # the earlier output or a newer identical copy verbatim
     reruns_strict: int = 0  # the earlier output verbatim outside the newest round
@@ -86,12 +89,16 @@ class BackrefObserver:
         refs = analyze(enumerate(history))
         last_assistant = max((i for i, m in enumerate(history) if m.get("role") == "assistant"), default=-1)
         texts = [content_text(dict(m)) for m in seen.forwarded]
-        for target in refs.pointed.values():
+        for marker, target in refs.pointed.items():
             if target not in refs.referenced:
                 continue
-            self.counts.markers += 1
             wanted = content_text(dict(history[target]))
-            self.counts.markers_present += any(wanted in t and not is_unchanged_marker(t) for t in texts)
+            present = any(wanted in t and not is_unchanged_marker(t) for t in texts)
+            self.counts.markers += 1
+            self.counts.markers_present += present
+            if marker > last_assistant:
+                self.counts.markers_new += 1
+                self.counts.markers_new_present += present
         newest = {i for i in range(last_assistant + 1, len(history))}
         for older, newer in refs.superseded.items():
             if newer not in newest:

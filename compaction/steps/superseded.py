@@ -28,13 +28,14 @@ from compaction.view.workview import WorkingView
 REFERENCED_SHARE_PERCENT = 35  # of the message budget: the most pinned referenced rounds may take
 RESULT_ROLES = ("tool", "function")
 POINTER_MIN_SAVING = 48  # a superseded output shorter than its pointer plus this stays
-_CACHE: dict[tuple[str, int, int], BackRefs] = {}
+_CACHE: dict[tuple[str, int, int, int], BackRefs] = {}
 _CACHE_SIZE = 64
 
 
 def refs_of(wv: WorkingView) -> BackRefs:
     """The view's back-references (memoised by conversation and last seq: a step asks often)."""
-    key = (wv.conversation_id, wv.last_seq, len(wv.stored))
+    last = wv.stored.get(wv.last_seq)
+    key = (wv.conversation_id, wv.last_seq, len(wv.stored), last.id if last is not None else -1)
     found = _CACHE.get(key)
     if found is None:
         if len(_CACHE) >= _CACHE_SIZE:
