@@ -33,7 +33,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from bench.eval_figures import score_figures  # noqa: E402
 from bench.eval_sets import SetSpec, quarter_window, real_sessions  # noqa: E402
-from compaction.view.backrefs import analyze, is_unchanged_marker  # noqa: E402
+from compaction import back_references, is_unchanged_marker  # noqa: E402
 from proxy.cli.replay import quiet_logs  # noqa: E402
 from replay.needed_later.evaluate import collector_for  # noqa: E402
 from replay.records import RecordedConversation  # noqa: E402
@@ -86,7 +86,7 @@ class BackrefObserver:
     def __call__(self, seen: ObservedRequest) -> None:
         self.inner(seen)
         history = list(self.conv.messages[:seen.point])
-        refs = analyze(enumerate(history))
+        refs = back_references(enumerate(history))
         last_assistant = max((i for i, m in enumerate(history) if m.get("role") == "assistant"), default=-1)
         texts = [content_text(dict(m)) for m in seen.forwarded]
         for marker, target in refs.pointed.items():
