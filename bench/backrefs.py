@@ -1,4 +1,4 @@
-"""Back-referenced tool results kept, and needed facts kept, on the real sessions (issue 27, 2 and 3).
+"""Back-referenced tool results kept, and needed facts kept, on the real sessions.
 
 `python -m bench.backrefs [--sessions a,b] [--markers]` replays each real session through the real
 engine (local/extractive, window = a quarter of the session, as `make eval`'s real set) and counts,
