@@ -29,6 +29,8 @@ from compaction.types import (
     SummarizerChoice,
     SummaryRequest,
 )
+from compaction.view.backrefs import analyze as back_references
+from compaction.view.backrefs import is_unchanged_marker
 from compaction.view.budget import Budget, WindowSource, resolve_context_window
 
 __all__ = [
@@ -54,12 +56,14 @@ __all__ = [
     "SummaryRequest",
     "TokenCounter",
     "WindowSource",
+    "back_references",
     "build_source_text",
     "calibration_rates",
     "endpoint_identity",
     "get_litellm",
     "get_litellm_async",
     "group_messages",
+    "is_unchanged_marker",
     "recall",
     "redact_obj",
     "resolve_context_window",

@@ -1,13 +1,15 @@
 """A compaction step's loop: bring a working view down to a limit, oldest content first.
 
-Each iteration picks the candidate chunks (an old oversized tool result, elided in place by just
+Each iteration picks the candidate chunks (a superseded tool output, elided to a pointer to its
+newer copy, steps/superseded.py; an old oversized tool result, elided in place by just
 what is needed; then a full run of condensable summaries, else the oldest raw chunk
 before the fresh tail) and substitutes a prepared summary for one of them when
 there is one (no summarizer call), else runs one pass (passes.py) on the first. It stops at the
 limit, when no candidate is left, when a pass makes no progress, or after `max_recovery_iterations`
 passes. Its reach: `before_tail` keeps the fresh tail raw; `into_tail` (a request that does not fit
 otherwise) lets it shrink to the newest group, after merging whatever old summaries it can. The last
-user message is never summarized at either reach.
+user message is never summarized at either reach, nor a result a newer message refers back to
+(pinned, within its share of the budget).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from compaction.steps import selection
 from compaction.steps.passes import Candidate, PassContext, apply_summary, chunk_refs, run_pass
 from compaction.steps.prepared import Fit, Prepared
+from compaction.steps.superseded import refs_of, superseded_candidates, with_references_pinned
 from compaction.types import Reach
 from compaction.view.budget import Budget
 from compaction.view.entry import last_user_index
@@ -40,8 +43,12 @@ def candidates(wv: WorkingView, s: CompactionSettings, budget: Budget, *, reach:
     is how far over its limit the view is (an oversized result is elided by that much only).
     """
     out: list[Candidate] = []
+    wv = with_references_pinned(wv, budget)  # referenced rounds stay raw (indices unchanged)
+    end = (selection.fresh_tail_start(wv.entries, s.fresh_tail_count, tail_cap(wv, budget))
+           if reach == "before_tail" else selection.newest_group_start(wv.entries))
+    first = superseded_candidates(wv, end, selection.protected_indices(wv.entries))
     elide = oversized_result(wv, s, budget, reach, excess)
-    for cand in ([elide] if elide else []) + list(_ordered(wv, s, budget, reach, bool(skip))):
+    for cand in first + ([elide] if elide else []) + list(_ordered(wv, s, budget, reach, bool(skip))):
         if chunk_refs(wv, cand.chunk) not in skip and all(c.kind != cand.kind or c.chunk != cand.chunk
                                                          for c in out):
             out.append(cand)
@@ -87,12 +94,13 @@ def oversized_result(wv: WorkingView, s: CompactionSettings, budget: Budget, rea
     gives way, precisely, before the messages around it."""
     entries = wv.entries
     protected = selection.protected_indices(entries)
+    referenced = refs_of(wv).referenced  # kept raw; their round's other results may give way
     end = (selection.fresh_tail_start(entries, s.fresh_tail_count, tail_cap(wv, budget))
            if reach == "before_tail" else selection.newest_group_start(entries))
     floor = budget.oversized // 2
     for i, entry in enumerate(entries[:end]):
         if (entry.kind != "message" or entry.role not in RESULT_ROLES or i in protected
-                or entry.tokens <= budget.oversized):
+                or entry.tokens <= budget.oversized or entry.seq in referenced):
             continue
         allowance = max(floor, entry.tokens - max(excess, 0))
         if entry.tokens - allowance >= MIN_ELISION_SAVING:
@@ -131,7 +139,9 @@ class _Loop:
             excess = 0
         if not options:
             return None
-        fit = self.prepared.first_fit(wv, _substitutable(options))
+        if options[0].pointer:  # a superseded output gives way before anything is summarized
+            return options[0]
+        fit = self.prepared.first_fit(with_references_pinned(wv, budget), _substitutable(options))
         chunk = fit[0] if fit is not None else options[0].chunk
         saving = (sum(wv.entries[i].tokens for i in chunk) - fit[1].token_count if fit is not None
                   else _expected_saving(wv, options[0], s, budget))
@@ -152,7 +162,7 @@ class _Loop:
                 return substituted, False
             self.prepared.discard(move[1].id)  # prepared, but it would not shrink this context
             return wv, False
-        self.passes += 1
+        self.passes += 0 if move.pointer else 1  # pointer elisions are local and each ends one output
         new_wv, event = await run_pass(self.ctx, wv, move, before)
         self.events.append(event)
         if event.outcome == "skipped":  # the summary would not shrink the context: try another chunk
@@ -196,7 +206,9 @@ def trim_instead(wv: WorkingView, chunk: Sequence[int], saving: int, excess: int
     far below it, and the rest of the chunk stays raw."""
     if excess <= 0 or saving <= 2 * excess:
         return None
-    results = [i for i in chunk if wv.entries[i].kind == "message" and wv.entries[i].role in RESULT_ROLES]
+    referenced = refs_of(wv).referenced  # a result referred back to is summarized whole or kept, not cut
+    results = [i for i in chunk if wv.entries[i].kind == "message" and wv.entries[i].role in RESULT_ROLES
+               and wv.entries[i].seq not in referenced]
     if not results:
         return None
     big = max(results, key=lambda i: wv.entries[i].tokens)

@@ -83,6 +83,7 @@ class Candidate:
     kind: Literal["leaf", "condensed", "elide"]
     chunk: tuple[int, ...]
     allowance: int = 0
+    pointer: str = ""  # an elision replacing the whole text by this note (a superseded output)
 
 
 def chunk_refs(wv: WorkingView, chunk: Sequence[int]) -> tuple[str, ...]:
@@ -135,8 +136,11 @@ def elide_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
     source = wv.stored[entry.seq]
     slot = Slot(strip_private_fields(source.message), source.token_count, "fresh_tail", entry.group,
                 str(source.id))
-    elided = elide(slot, cand.allowance, ctx.counter, None, KEPT_HOW)
-    text = str(elided.message.get("content") or "")
+    if cand.pointer:
+        text = cand.pointer
+    else:
+        elided = elide(slot, cand.allowance, ctx.counter, None, KEPT_HOW)
+        text = str(elided.message.get("content") or "")
     draft = SummaryDraft(wv.conversation_id, "leaf", 0, "elision", text, ctx.counter.count_text(text),
                          source.seq, source.seq, (source.id,), (), ELISION_MODEL, "")
     base = CompactionEvent(wv.conversation_id, ctx.trigger, "leaf", "elision", "committed",

@@ -72,8 +72,8 @@ def leaf_fit(entries: Sequence[Entry], record: SummaryRecord,
         return None
     chunk = sorted(i for i in found if i is not None)
     members = set(chunk)
-    if members & protected:
-        return None
+    if members & protected or any(entries[i].pinned for i in chunk):
+        return None  # a pinned round (a message's pin, a result referred back to) stays raw
     groups = {entries[i].group for i in chunk}
     between = range(chunk[0], chunk[-1] + 1)
     if any(entries[i].group in groups and i not in members for i in range(len(entries))):

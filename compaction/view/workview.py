@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import cast
 
 from compaction.toolpairs import SYSTEM_ROLES
+from compaction.view.backrefs import newly_referenced
 from compaction.view.entry import Entry
 from compaction.view.raw_runs import RAW_RUNS
 from store.interface import TenantAccess
@@ -77,10 +78,11 @@ def load(tenant: TenantAccess, conversation_id: str, *, last_seq: int | None,
 
 
 def protected_seqs(stored: Sequence[StoredMessage]) -> frozenset[int]:
-    """Seqs a request always forwards raw: its last user message and its last message."""
+    """Seqs a request always forwards raw: its last user message, its last message, and the
+    earlier results its newest round refers back to ("unchanged since your last Read")."""
     last_user = next((m.seq for m in reversed(stored) if m.role == "user"), None)
     last = stored[-1].seq if stored else None
-    return frozenset(s for s in (last_user, last) if s is not None)
+    return frozenset(s for s in (last_user, last) if s is not None) | newly_referenced(stored)
 
 
 def _hides(view: ContextView, summaries: dict[str, SummaryRecord],

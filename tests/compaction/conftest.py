@@ -25,10 +25,11 @@ def user(text: str) -> dict[str, Any]:
 
 
 def asst(text: str | None = None, calls: list[str] | None = None) -> dict[str, Any]:
+    """An assistant message; each call looks up its own id (distinct calls, never a re-run)."""
     msg: Message = {"role": "assistant", "content": text}
     if calls:
         msg["tool_calls"] = [{"id": c, "type": "function",
-                              "function": {"name": "lookup", "arguments": '{"q": "x"}'}} for c in calls]
+                              "function": {"name": "lookup", "arguments": f'{{"q": "{c}"}}'}} for c in calls]
     return msg
 
 

@@ -16,8 +16,9 @@ FACE = [
     "ChatTurn", "Credentials", "EarlyForward", "EarlyStart", "Engine", "ExtractiveSummarizer",
     "LiteLLMSummarizer", "Message", "PreparedRequest", "ResultBudget", "SizedLru", "Summarizer",
     "SummarizerChoice",
-    "SummaryRequest", "TokenCounter", "WindowSource", "build_source_text", "calibration_rates",
-    "endpoint_identity", "get_litellm", "get_litellm_async", "group_messages", "recall", "redact_obj",
+    "SummaryRequest", "TokenCounter", "WindowSource", "back_references", "build_source_text",
+    "calibration_rates", "endpoint_identity", "get_litellm", "get_litellm_async", "group_messages",
+    "is_unchanged_marker", "recall", "redact_obj",
     "resolve_context_window",
 ]
 RECALL_FACE = ["execute", "is_recall_tool", "offered_for_request", "should_offer", "tool_schemas"]
