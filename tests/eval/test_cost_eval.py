@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from bench.cost_eval import BEGIN, END, CostResult, message_key, section
+from bench.cost_eval import BEGIN, END, STRATEGIES, CostResult, measure, message_key, section, write
+from bench.eval_sets import quarter_window
+from bench.results_doc import BEGIN as EVAL_BEGIN
+from bench.results_doc import END as EVAL_END
 from compaction import ExtractiveSummarizer, TokenCounter
 from replay.checks import CachedCounter, pairing_violations
 from replay.compact_once import SUMMARY_INTRO, CompactOnce
@@ -17,6 +20,8 @@ from replay.needed_later.evaluate import default_extractor
 from replay.needed_later.handoff import HandoffScore, handoff_points, score_handoff
 from replay.needed_later.needed import NeededIndex
 from replay.needed_later.texts import readable_text
+from replay.records import RecordedConversation
+from replay.run import ReplayOptions
 
 TOKENS = {"sys": 1000, "sys2": 1000, "task": 300, "a": 400, "summary": 150, "b": 50}
 
@@ -55,11 +60,16 @@ def test_message_identity_is_byte_identity() -> None:
     assert message_key(a) != message_key({"role": "system", "content": "rules "})
 
 
+SHELL_TOOL = {"type": "function", "function": {"name": "bash", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}}}}
+
+
 def _round(i: int) -> list[dict[str, Any]]:
     call = {"id": f"call_{i}", "type": "function",
             "function": {"name": "bash", "arguments": json.dumps({"command": f"cat src/mod_{i}.py"})}}
     body = "\n".join(f"line {j} of src/mod_{i}.py: value_{i}_{j} = {i * j}" for j in range(40))
-    return [{"role": "assistant", "content": "", "tool_calls": [call]},
+    said = f"As value_{i - 2}_3 said, the next module." if i > 1 else ""  # two rounds back
+    return [{"role": "assistant", "content": said, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": f"call_{i}", "content": body}]
 
 
@@ -118,3 +128,25 @@ def test_cost_section_is_generated_between_its_markers(tmp_path: Path) -> None:
     text = section(results, ["ctxproxy", "full_history"], {"seconds": 1.0, "workers": 1})
     assert text.startswith(BEGIN) and text.endswith(END)
     assert "| ctxproxy | 3/4 | 1/2 | 0/2 |" in text and "| full_history | 4/4 | 2/2 | 1/2 |" in text
+
+
+def test_every_strategy_runs_on_a_small_session_and_writes_its_section(tmp_path: Path) -> None:
+    conv = RecordedConversation("small", tuple(HISTORY), (), (SHELL_TOOL,))
+    options = ReplayOptions(model="gpt-4o-mini", window=quarter_window(conv, "gpt-4o-mini"))
+    results = [measure(conv, s, options) for s in STRATEGIES]
+    by = {r.strategy: r for r in results}
+    assert {r.cost.requests for r in results} == {40} and all(len(r.handoffs) == 3 for r in results)
+    assert by["full_history"].over_budget > 0 and by["full_history"].cost.steps == 0
+    assert all(by[s].over_budget == 0 for s in ("ctxproxy", "sliding_window", "compact_once"))
+    assert by["compact_once"].cost.steps < by["sliding_window"].cost.steps
+    assert by["ctxproxy"].cost.summarizer_tokens > 0 and by["compact_once"].cost.summarizer_tokens > 0
+    assert by["sliding_window"].cost.summarizer_tokens == 0
+    full = by["full_history"].figures()
+    assert full["kept"] == full["needed"] > 0
+    doc = tmp_path / "results.md"
+    doc.write_text(f"# ctxproxy results\n\n{EVAL_BEGIN}\nkept\n{EVAL_END}\n", encoding="utf-8")
+    for _ in range(2):
+        write(results, STRATEGIES, {"seconds": 1.0, "workers": 1}, tmp_path / "cost.json", doc)
+    text = doc.read_text(encoding="utf-8")
+    assert text.count(BEGIN) == 1 and f"{EVAL_BEGIN}\nkept\n{EVAL_END}" in text
+    assert "| compact_once |" in text and json.loads((tmp_path / "cost.json").read_text())["results"]
