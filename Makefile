@@ -63,7 +63,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check proxy compaction store config replay tests bench
 	$(BIN)/mypy
 
+# bench.eval exits 1 when its gate fails; the cost comparison (real sessions only) runs first.
 eval: $(STAMP)
+	$(BIN)/python -m bench.cost_eval
 	$(BIN)/python -m bench.eval
 
 bench: $(STAMP) $(LLP_STAMP)
