@@ -32,9 +32,9 @@ test: $(STAMP) $(WH_STAMP)
 	$(BIN)/python -m pytest -q
 
 # The unit tests only: no server subprocess, PostgreSQL, wheel build or browser (the `integration`
-# marker, tests/conftest.py) and no `slow` unit test. Under two minutes on a 2-core machine.
+# marker, tests/conftest.py) and no `slow` unit test, spread over two processes (pytest-xdist).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not integration and not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not integration and not slow"
 
 # The real agent CLIs (Claude Code, Codex, opencode, aider) at pinned versions, installed into .agents/
 # from npm and PyPI, each driven through ctxproxy by a scripted provider (tests/agents). A CLI that

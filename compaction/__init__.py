@@ -14,8 +14,8 @@ from compaction.messages import OPAQUE_TEXT_FIELD
 from compaction.recall.result_budget import ResultBudget
 from compaction.resend.early_forward import EarlyForward
 from compaction.sized_lru import SizedLru
-from compaction.summarize.prompts import build_source_text
-from compaction.summarize.redact import redact_obj
+from compaction.summarize.prompts import bound_text, build_request, build_source_text
+from compaction.summarize.redact import redact, redact_obj
 from compaction.summarize.summarizers import ExtractiveSummarizer, LiteLLMSummarizer, endpoint_identity
 from compaction.summarize.verify import CalibrationCase, CalibrationReport, calibration_rates
 from compaction.tokens import REPLY_PRIMING, TokenCounter
@@ -57,6 +57,8 @@ __all__ = [
     "TokenCounter",
     "WindowSource",
     "back_references",
+    "bound_text",
+    "build_request",
     "build_source_text",
     "calibration_rates",
     "endpoint_identity",
@@ -65,6 +67,7 @@ __all__ = [
     "group_messages",
     "is_unchanged_marker",
     "recall",
+    "redact",
     "redact_obj",
     "resolve_context_window",
 ]

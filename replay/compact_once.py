@@ -14,9 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compaction import SYSTEM_ROLES, ExtractiveSummarizer, Message, TokenCounter, group_messages
-from compaction.summarize.prompts import bound_text, build_request
-from compaction.summarize.redact import redact
+from compaction import (
+    SYSTEM_ROLES,
+    ExtractiveSummarizer,
+    Message,
+    TokenCounter,
+    bound_text,
+    build_request,
+    group_messages,
+    redact,
+)
 from replay.baselines import Counts
 from store.encoding.content import message_text
 

@@ -16,9 +16,10 @@ FACE = [
     "ChatTurn", "Credentials", "EarlyForward", "EarlyStart", "Engine", "ExtractiveSummarizer",
     "LiteLLMSummarizer", "Message", "PreparedRequest", "ResultBudget", "SizedLru", "Summarizer",
     "SummarizerChoice",
-    "SummaryRequest", "TokenCounter", "WindowSource", "back_references", "build_source_text",
+    "SummaryRequest", "TokenCounter", "WindowSource", "back_references", "bound_text", "build_request",
+    "build_source_text",
     "calibration_rates", "endpoint_identity", "get_litellm", "get_litellm_async", "group_messages",
-    "is_unchanged_marker", "recall", "redact_obj",
+    "is_unchanged_marker", "recall", "redact", "redact_obj",
     "resolve_context_window",
 ]
 RECALL_FACE = ["execute", "is_recall_tool", "offered_for_request", "should_offer", "tool_schemas"]
