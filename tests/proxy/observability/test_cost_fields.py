@@ -31,6 +31,7 @@ from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.anthropic_upstream import FakeAnthropic, MessageReply
 from tests.fakes.upstream import FakeUpstream, Reply
 from tests.proxy.observability.obs_support import log_lines, parse_metrics, total
+from tests.sdk_params import sdk_messages
 
 SYSTEM = "You are a careful billing assistant. " + " ".join(f"rule{i} applies." for i in range(300))
 FIRST: dict[str, Any] = {"role": "user", "content": "How many invoices are overdue in account ACC-77?"}
@@ -91,14 +92,14 @@ async def test_chat_prefix_estimates_and_cache_reads(logged: tuple[TestServer, i
     async with openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
                                   max_retries=0) as client:
         fake_upstream.queue(Reply(text="Three are overdue."))
-        await client.chat.completions.create(model="gpt-4o-mini", messages=[system, FIRST])  # type: ignore[list-item]
+        await client.chat.completions.create(model="gpt-4o-mini", messages=sdk_messages([system, FIRST]))
         cached = {"prompt_tokens": 2_000, "completion_tokens": 3, "total_tokens": 2_003,
                   "prompt_tokens_details": {"cached_tokens": 1_280}}
         fake_upstream.queue(Reply(text="ACC-77.", usage=cached))
         second = [system, FIRST, {"role": "assistant", "content": "Three are overdue."},
                   {"role": "user", "content": "Which account was that?"}]
         async with client.chat.completions.with_streaming_response.create(
-                model="gpt-4o-mini", messages=second, stream=True,  # type: ignore[arg-type]
+                model="gpt-4o-mini", messages=sdk_messages(second), stream=True,
                 stream_options={"include_usage": True}) as resp:
             cid = resp.headers["x-ctxproxy-conversation-id"]
             [c async for c in await resp.parse()]
