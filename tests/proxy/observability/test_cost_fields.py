@@ -157,3 +157,27 @@ def test_openai_prices_discount_only_a_long_prefix() -> None:
     assert billed_input("anthropic", 2_000, 3_000) == 1_450
     assert billed_input("anthropic", 0, 1_000) == 1_250
 
+
+
+async def test_responses_cache_reads_streaming_and_not(logged: tuple[TestServer, io.StringIO],
+                                                      fake_upstream: FakeUpstream) -> None:
+    server, logs = logged
+    first: list[Any] = [{"role": "user", "content": "List the overdue invoices of ACC-77."}]
+    async with openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
+                                  max_retries=0) as client:
+        fake_upstream.queue(Reply(text="INV-1 and INV-2."))
+        await client.responses.create(model="gpt-4o-mini", instructions=SYSTEM, input=first)
+        fake_upstream.queue(Reply(text="Both from May."))
+        second = [*first, {"role": "assistant", "content": "INV-1 and INV-2."},
+                  {"role": "user", "content": "From when?"}]
+        async with client.responses.stream(model="gpt-4o-mini", instructions=SYSTEM, input=second) as stream:
+            await stream.get_final_response()
+    await settled(server)
+    one, two = request_lines(logs)
+    assert (one["cache_read_tokens"], two["cache_read_tokens"]) == (0, 0)  # the fake reports none cached
+    assert one["prefix_tokens"] == 0 and two["prefix_tokens"] >= 1_024
+    expected = billed_input("openai", two["prefix_tokens"], two["tokens_forwarded"])
+    assert two["billed_input_tokens_estimate"] == expected < two["tokens_forwarded"]
+    totals = await metric_totals(server)
+    assert totals["ctxproxy_provider_cache_read_tokens_total"] == 0
+    assert totals["ctxproxy_forwarded_prefix_tokens_total"] == two["prefix_tokens"]
