@@ -14,6 +14,7 @@ import anthropic
 import openai
 import pytest
 from aiohttp.test_utils import TestServer
+from rich.console import Console
 
 from compaction.tokens import TokenCounter
 from config.settings import (
@@ -25,16 +26,24 @@ from config.settings import (
     SummarizerSettings,
 )
 from proxy import appkeys
+from proxy.inspector.text import render_conversation
 from proxy.inspector.view import inspect_conversation
 from store.encoding.billing import billed_input
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.anthropic_upstream import FakeAnthropic, MessageReply
 from tests.fakes.upstream import FakeUpstream, Reply
-from tests.proxy.observability.obs_support import log_lines, parse_metrics, total
+from tests.proxy.observability.obs_support import (
+    drive,
+    log_lines,
+    parse_metrics,
+    small_window_settings,
+    total,
+)
 from tests.sdk_params import sdk_messages
 
 SYSTEM = "You are a careful billing assistant. " + " ".join(f"rule{i} applies." for i in range(300))
 FIRST: dict[str, Any] = {"role": "user", "content": "How many invoices are overdue in account ACC-77?"}
+TURNS = 24
 COST_METRICS = ("ctxproxy_forwarded_prefix_tokens_total", "ctxproxy_billed_input_tokens_estimate_total",
                 "ctxproxy_full_history_billed_input_tokens_estimate_total",
                 "ctxproxy_provider_cache_read_tokens_total")
@@ -52,12 +61,23 @@ async def metric_totals(server: TestServer) -> dict[str, float]:
     return {name: total(samples, name) for name in COST_METRICS}
 
 
-def conversation_cost(server: TestServer, conversation_id: str) -> dict[str, Any]:
-    """The inspector's per-conversation sums, read as the client's tenant."""
+def inspection(server: TestServer, conversation_id: str) -> dict[str, Any]:
+    """What the inspector shows of one conversation, read as the client's tenant."""
     store = server.app[appkeys.STORE]
-    cost: dict[str, Any] = inspect_conversation(store.for_tenant(store.tenant_id_for_key(TEST_API_KEY)),
-                                                conversation_id)["cost"]
+    return inspect_conversation(store.for_tenant(store.tenant_id_for_key(TEST_API_KEY)), conversation_id)
+
+
+def conversation_cost(server: TestServer, conversation_id: str) -> dict[str, Any]:
+    """The inspector's per-conversation sums."""
+    cost: dict[str, Any] = inspection(server, conversation_id)["cost"]
     return cost
+
+
+def report(server: TestServer, conversation_id: str) -> str:
+    """The `ctxproxy inspect` text report of one conversation."""
+    out = io.StringIO()
+    render_conversation(inspection(server, conversation_id), Console(file=out, width=240))
+    return out.getvalue()
 
 
 @pytest.fixture
@@ -120,6 +140,11 @@ async def test_chat_prefix_estimates_and_cache_reads(logged: tuple[TestServer, i
                     "prefix_tokens": shared, "cache_read_tokens": 1_280, "cache_reads_reported": 1,
                     "billed_input_estimate": one["tokens_forwarded"] + expected,
                     "full_history_billed_estimate": one["tokens_forwarded"] + expected, "saved_estimate": 0}
+    text = report(server, cid)
+    assert f"{shared:,} in prefixes shared with the previous request" in text
+    assert "provider cache reads: 1,280 tokens (1 of 2 replies reported them)" in text
+    assert f"billed input (estimate): {one['tokens_forwarded'] + expected:,} tokens" in text
+    assert "compaction saved 0" in text
 
 
 async def test_messages_at_anthropic_prices(logged: tuple[TestServer, io.StringIO],
@@ -181,3 +206,35 @@ async def test_responses_cache_reads_streaming_and_not(logged: tuple[TestServer,
     totals = await metric_totals(server)
     assert totals["ctxproxy_provider_cache_read_tokens_total"] == 0
     assert totals["ctxproxy_forwarded_prefix_tokens_total"] == two["prefix_tokens"]
+
+
+async def test_a_compacted_conversation_sums_alike_everywhere(make_proxy: ProxyFactory,
+                                                              fake_upstream: FakeUpstream,
+                                                              tmp_path: Path) -> None:
+    logs = io.StringIO()
+    server = await make_proxy(small_window_settings(fake_upstream.url, tmp_path / "w.db"), log_stream=logs)
+    async with openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
+                                  max_retries=0) as client:
+        driven = await drive(client, server.app, TURNS, stream_every=4)
+    await settled(server)
+    lines = request_lines(logs)
+    assert len(lines) == TURNS and any(x["compacted"] for x in lines)
+    sums = {k: sum(x[k] for x in lines) for k in ("prefix_tokens", "billed_input_tokens_estimate",
+                                                    "full_history_billed_estimate")}
+    assert await metric_totals(server) == {
+        "ctxproxy_forwarded_prefix_tokens_total": sums["prefix_tokens"],
+        "ctxproxy_billed_input_tokens_estimate_total": sums["billed_input_tokens_estimate"],
+        "ctxproxy_full_history_billed_input_tokens_estimate_total": sums["full_history_billed_estimate"],
+        "ctxproxy_provider_cache_read_tokens_total": 0}
+    cost = conversation_cost(server, driven.headers[-1]["x-ctxproxy-conversation-id"])
+    assert (cost["prefix_tokens"], cost["billed_input_estimate"], cost["full_history_billed_estimate"]) == (
+        sums["prefix_tokens"], sums["billed_input_tokens_estimate"], sums["full_history_billed_estimate"])
+    saved = sums["full_history_billed_estimate"] - sums["billed_input_tokens_estimate"]
+    assert cost["saved_estimate"] == saved
+    for x in lines:  # each estimate at OpenAI's prices of its own prefix
+        assert x["billed_input_tokens_estimate"] == billed_input("openai", x["prefix_tokens"],
+                                                                 x["tokens_forwarded"])
+        assert x["full_history_billed_estimate"] <= x["tokens_received"]
+    compacted = [x for x in lines if x["tokens_forwarded"] < x["tokens_received"]]
+    assert compacted and all(x["full_history_billed_estimate"] != x["billed_input_tokens_estimate"]
+                             for x in compacted)
