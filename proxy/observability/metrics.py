@@ -104,8 +104,8 @@ class Metrics:
         self.tokens_forwarded = _c("ctxproxy_tokens_forwarded_total", "Tokens forwarded upstream", reg)
         self.tokens_saved = _c("ctxproxy_tokens_saved_total", "Received minus forwarded tokens", reg)
         self.prefix_tokens = _c("ctxproxy_forwarded_prefix_tokens_total",
-                                "Tokens of leading messages shared with the conversation's previous "
-                                "forwarded request", reg)
+                                "Tokens of leading messages shared with the previous forwarded request "
+                                "of the same chat", reg)
         self.billed_estimate = _c("ctxproxy_billed_input_tokens_estimate_total",
                                   "Estimated billed input tokens of forwarded requests "
                                   "(uncached-price equivalents, cached prefix discounted)", reg)
