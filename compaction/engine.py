@@ -21,6 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
@@ -322,7 +323,10 @@ class Engine:
                               message_tokens=message_tokens,
                               received_hashes=tuple(m.chain_hash for m in stored),
                               received_tokens=tuple(m.token_count for m in stored),
-                              pricing=pricing_of(ctx.turn))
+                              pricing=pricing_of(ctx.turn), tools_tokens=prepared.occupancy.tools,
+                              tools_key=tools_key(prepared.tools, prepared.occupancy.tools),
+                              received_tools_tokens=ctx.client_tools_tokens,
+                              received_tools_key=tools_key(prepared.tools, ctx.client_tools_tokens))
         done = ctx.tenant.record_forwarded_cost(rec)
         return replace(prepared, prefix_stable=done.extends_previous, last_seq=ctx.last_seq,
                        last_chain_hash=stored[-1].chain_hash, prefix_tokens=done.prefix_tokens,
@@ -470,6 +474,12 @@ def recounted(stored_model: str, messages: Sequence[StoredMessage],
 def pricing_of(turn: ChatTurn) -> str:
     """Whose cache prices a request's estimates use: Anthropic's for an Anthropic entry, else OpenAI's."""
     return "anthropic" if turn.upstream.provider == "anthropic" else "openai"
+
+
+def tools_key(tools: Sequence[Mapping[str, Any]], tokens: int) -> str:
+    """The tool schemas sent ahead of the messages: the client's, and their tokens (which tell
+    whether the recall tools were added)."""
+    return f"{tokens}:" + hashlib.sha256(dumps_sorted(list(tools))).hexdigest() if tools or tokens else ""
 
 
 def received_tokens(ctx: RequestContext, sent: PreparedRequest) -> tuple[int, ...]:

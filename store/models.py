@@ -221,6 +221,12 @@ class ForwardedRecord:
     received_hashes: tuple[str, ...] = ()
     received_tokens: tuple[int, ...] = ()
     pricing: str = "openai"
+    # The tool schemas ahead of the messages (a change there shares nothing): a key of what was
+    # forwarded and of what was received, and their tokens.
+    tools_key: str = ""
+    tools_tokens: int = 0
+    received_tools_key: str = ""
+    received_tools_tokens: int = 0
     # Set by the store when recording: tokens of the leading messages shared with the previous
     # forwarded request (and of the received history with the previous received one), and the
     # billed-input estimates of what was forwarded and of sending the whole received history.

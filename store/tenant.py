@@ -398,12 +398,12 @@ class TenantStore:
         messages and tokens (forwarded and received) and the billed-input estimates."""
         with self._tx(rec.conversation_id, durable=False):
             # One statement checks the conversation and fetches the previous request's tips.
-            tip = self._one("SELECT t.hashes, t.received_hashes FROM conversations c LEFT JOIN "
-                            "forwarded_tips t ON t.conversation_id = c.id AND t.tenant_id = :tenant "
-                            "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
-                            f"conversation {rec.conversation_id!r}")
+            tip = self._one("SELECT t.hashes, t.received_hashes, t.tools_digests FROM conversations c "
+                            "LEFT JOIN forwarded_tips t ON t.conversation_id = c.id AND "
+                            "t.tenant_id = :tenant WHERE c.tenant_id = :tenant AND c.id = :cid",
+                            {"cid": rec.conversation_id}, f"conversation {rec.conversation_id!r}")
             packed, received = forwarded_mod.pack(rec.prefix_hashes), forwarded_mod.pack(rec.received_hashes)
-            done = forwarded_mod.costed(rec, tip[0], tip[1], packed, received)
+            done = forwarded_mod.costed(rec, tip[0], tip[1], tip[2], packed, received)
             self._run("INSERT INTO forwarded (tenant_id, conversation_id, messages_forwarded, shared_prefix, "
                       "extends_previous, tokens_received, tokens_forwarded, budget, occupancy_json, "
                       "compacted, view_version, created_at, prefix_tokens, full_prefix_tokens, "
@@ -419,10 +419,12 @@ class TenantStore:
                        "prefix": done.prefix_tokens, "full_prefix": done.full_prefix_tokens,
                        "billed": done.billed_input_estimate,
                        "full_billed": done.full_history_billed_estimate})
-            self._run("INSERT INTO forwarded_tips (tenant_id, conversation_id, hashes, received_hashes) "
-                      "VALUES (:tenant, :cid, :hashes, :received) ON CONFLICT (conversation_id) DO UPDATE "
-                      "SET hashes = excluded.hashes, received_hashes = excluded.received_hashes",
-                      {"cid": rec.conversation_id, "hashes": packed, "received": received})
+            self._run("INSERT INTO forwarded_tips (tenant_id, conversation_id, hashes, received_hashes, "
+                      "tools_digests) VALUES (:tenant, :cid, :hashes, :received, :tools) ON CONFLICT "
+                      "(conversation_id) DO UPDATE SET hashes = excluded.hashes, "
+                      "received_hashes = excluded.received_hashes, tools_digests = excluded.tools_digests",
+                      {"cid": rec.conversation_id, "hashes": packed, "received": received,
+                       "tools": forwarded_mod.tools_digests(rec)})
             return done
 
     def note_cache_read(self, conversation_id: str, tokens: int) -> None:

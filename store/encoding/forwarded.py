@@ -46,14 +46,24 @@ def compare(previous: bytes | None, current: bytes) -> tuple[int, bool | None]:
     return shared, False
 
 
-def costed(rec: ForwardedRecord, tip: bytes | None, received_tip: bytes | None, packed: bytes,
-           received: bytes) -> ForwardedRecord:
+def tools_digests(rec: ForwardedRecord) -> bytes:
+    """The tip's entry for the tool schemas: a digest of what was forwarded, then of what was received."""
+    return _digest(rec.tools_key) + _digest(rec.received_tools_key)
+
+
+def costed(rec: ForwardedRecord, tip: bytes | None, received_tip: bytes | None, tools: bytes | None,
+           packed: bytes, received: bytes) -> ForwardedRecord:
     """`rec` with its comparison against the previous request's tips: shared prefixes in messages
-    and tokens, and the billed-input estimates of what was forwarded and of the whole history."""
+    and tokens (tool schemas first: when they changed, nothing is shared), and the billed-input
+    estimates of what was forwarded and of the whole history."""
     shared, extends = compare(tip, packed)
     full_shared, _ = compare(received_tip, received) if received_tip else (0, None)
-    prefix = prefix_tokens(shared, rec.message_tokens)
-    full_prefix = prefix_tokens(full_shared, rec.received_tokens)
+    now = tools_digests(rec)
+    same_tools = tools is not None and tools[:TIP_HASH_BYTES] == now[:TIP_HASH_BYTES]
+    same_received_tools = tools is not None and tools[TIP_HASH_BYTES:] == now[TIP_HASH_BYTES:]
+    prefix = (rec.tools_tokens + prefix_tokens(shared, rec.message_tokens)) if same_tools else 0
+    full_prefix = (rec.received_tools_tokens + prefix_tokens(full_shared, rec.received_tokens)
+                   if same_received_tools else 0)
     return replace(rec, messages_forwarded=len(rec.prefix_hashes), shared_prefix=shared,
                    extends_previous=extends, prefix_tokens=prefix, full_prefix_tokens=full_prefix,
                    billed_input_estimate=billed_input(rec.pricing, prefix, rec.tokens_forwarded),

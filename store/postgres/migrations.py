@@ -181,6 +181,7 @@ ALTER TABLE forwarded ADD COLUMN billed_input_estimate BIGINT NOT NULL DEFAULT 0
 ALTER TABLE forwarded ADD COLUMN full_history_billed_estimate BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE forwarded ADD COLUMN cache_read_tokens BIGINT;
 ALTER TABLE forwarded_tips ADD COLUMN received_hashes BYTEA;
+ALTER TABLE forwarded_tips ADD COLUMN tools_digests BYTEA;
 """
 
 

@@ -304,6 +304,7 @@ ALTER TABLE forwarded ADD COLUMN billed_input_estimate INTEGER NOT NULL DEFAULT 
 ALTER TABLE forwarded ADD COLUMN full_history_billed_estimate INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE forwarded ADD COLUMN cache_read_tokens INTEGER;
 ALTER TABLE forwarded_tips ADD COLUMN received_hashes BLOB;
+ALTER TABLE forwarded_tips ADD COLUMN tools_digests BLOB;
 """
 
 Step = str | Callable[[sqlite3.Connection], None]

@@ -126,7 +126,8 @@ class FakeTenantStore:
         earlier = [f for f in self._fwd if f.conversation_id == rec.conversation_id]
         tip = forwarded.pack(earlier[-1].prefix_hashes) if earlier else None
         received_tip = forwarded.pack(earlier[-1].received_hashes) if earlier else None
-        done = forwarded.costed(rec, tip, received_tip, forwarded.pack(rec.prefix_hashes),
+        tools = forwarded.tools_digests(earlier[-1]) if earlier else None
+        done = forwarded.costed(rec, tip, received_tip, tools, forwarded.pack(rec.prefix_hashes),
                                 forwarded.pack(rec.received_hashes))
         self._fwd.append(done)
         return done

@@ -238,3 +238,33 @@ async def test_a_compacted_conversation_sums_alike_everywhere(make_proxy: ProxyF
     compacted = [x for x in lines if x["tokens_forwarded"] < x["tokens_received"]]
     assert compacted and all(x["full_history_billed_estimate"] != x["billed_input_tokens_estimate"]
                              for x in compacted)
+
+
+def shell_tool(description: str) -> dict[str, Any]:
+    """A chat tool schema; another description is another schema (a cache break)."""
+    return {"type": "function", "function": {"name": "shell", "description": description,
+                                             "parameters": {"type": "object",
+                                                            "properties": {"cmd": {"type": "string"}}}}}
+
+
+async def test_tool_schemas_lead_the_prefix(logged: tuple[TestServer, io.StringIO],
+                                            fake_upstream: FakeUpstream) -> None:
+    server, logs = logged
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, FIRST]
+    counter = TokenCounter.for_model("gpt-4o-mini")
+    async with openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
+                                  max_retries=0) as client:
+        for turn, description in enumerate(("Run a command.", "Run a command.", "Run one command.")):
+            fake_upstream.queue(Reply(text=f"answer {turn}"))
+            raw = await client.chat.completions.with_raw_response.create(
+                model="gpt-4o-mini", messages=sdk_messages(history), tools=[shell_tool(description)])  # type: ignore[list-item]
+            history += [{"role": "assistant", "content": f"answer {turn}"},
+                        {"role": "user", "content": f"next {turn}"}]
+    await settled(server)
+    series = inspection(server, raw.headers["x-ctxproxy-conversation-id"])["occupancy"]["series"]
+    tools = series[1]["occupancy"]["tools"]
+    one, two, three = request_lines(logs)
+    assert tools > 0 and one["prefix_tokens"] == 0
+    assert two["prefix_tokens"] == tools + sum(map(counter.count_message, history[:2]))
+    assert three["prefix_tokens"] == 0  # the tool schema changed: nothing after it is cached
+    assert three["billed_input_tokens_estimate"] == three["tokens_forwarded"]
