@@ -315,7 +315,7 @@ class Engine:
                   view_version: int = 0) -> PreparedRequest:
         """`prepared` with its forwarded record written (prefix stability and cost come from it) and
         the stored message its reply answers."""
-        stored = ctx.ingest.messages
+        stored, schemas = ctx.ingest.messages, tools_digest(prepared.tools)
         rec = ForwardedRecord(ctx.conversation_id,
                               prefix_hashes(prepared.messages, ctx.key_by_id, ctx.conversation_id),
                               prepared.tokens_received, prepared.tokens_forwarded, prepared.budget,
@@ -324,9 +324,9 @@ class Engine:
                               received_hashes=tuple(m.chain_hash for m in stored),
                               received_tokens=tuple(m.token_count for m in stored),
                               pricing=pricing_of(ctx.turn), tools_tokens=prepared.occupancy.tools,
-                              tools_key=tools_key(prepared.tools, prepared.occupancy.tools),
+                              tools_key=f"{prepared.occupancy.tools}:{schemas}",
                               received_tools_tokens=ctx.client_tools_tokens,
-                              received_tools_key=tools_key(prepared.tools, ctx.client_tools_tokens))
+                              received_tools_key=f"{ctx.client_tools_tokens}:{schemas}")
         done = ctx.tenant.record_forwarded_cost(rec)
         return replace(prepared, prefix_stable=done.extends_previous, last_seq=ctx.last_seq,
                        last_chain_hash=stored[-1].chain_hash, prefix_tokens=done.prefix_tokens,
@@ -476,10 +476,10 @@ def pricing_of(turn: ChatTurn) -> str:
     return "anthropic" if turn.upstream.provider == "anthropic" else "openai"
 
 
-def tools_key(tools: Sequence[Mapping[str, Any]], tokens: int) -> str:
-    """The tool schemas sent ahead of the messages: the client's, and their tokens (which tell
-    whether the recall tools were added)."""
-    return f"{tokens}:" + hashlib.sha256(dumps_sorted(list(tools))).hexdigest() if tools or tokens else ""
+def tools_digest(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The client's tool schemas, hashed (with their tokens, which tell whether the recall tools were
+    added, the key of the schemas sent ahead of the messages)."""
+    return hashlib.sha256(dumps_sorted(list(tools))).hexdigest() if tools else ""
 
 
 def received_tokens(ctx: RequestContext, sent: PreparedRequest) -> tuple[int, ...]:

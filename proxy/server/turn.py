@@ -27,7 +27,7 @@ from proxy import appkeys
 from proxy.engine_host import Preparing
 from proxy.error_mapping import to_ctxproxy_error
 from proxy.server.auth import bearer_key, tenant_of
-from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE, note_unwritable
+from proxy.server.middleware import CLIENT_CLOSED, FINISHING, PREPARED_RESPONSE, note_unwritable
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream.openai import StreamingReply, UpstreamReply, uses_openai_wire
@@ -256,7 +256,8 @@ async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay
         outcome = await relay(stream.events(), response.write)
         upstream_s = time.perf_counter() - began
         # Shielded: a client leaving right after the last event cancels this handler, not the write.
-        await asyncio.shield(_finish_logged(t, finish(t, outcome)))
+        finishing = t.request[FINISHING] = asyncio.ensure_future(_finish_logged(t, finish(t, outcome)))
+        await asyncio.shield(finishing)
     except ConnectionResetError:
         # The client went away mid-stream: the upstream request is dropped (finally), nothing stored.
         record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"

@@ -28,6 +28,7 @@ from config.settings import (
 from proxy import appkeys
 from proxy.inspector.text import render_conversation
 from proxy.inspector.view import inspect_conversation
+from proxy.server.warmup import WARMUP
 from store.encoding.billing import billed_input
 from tests.conftest import TEST_API_KEY, ProxyFactory, settled
 from tests.fakes.anthropic_upstream import FakeAnthropic, MessageReply
@@ -99,7 +100,9 @@ async def logged(make_proxy: ProxyFactory, fake_upstream: FakeUpstream, fake_ant
                          200_000, compaction))
     settings = Settings(model_list=models, compaction=compaction, store=StoreSettings(str(tmp_path / "c.db")),
                         summarizer=SummarizerSettings(model="local/extractive"))
-    return await make_proxy(settings, log_stream=logs), logs
+    server = await make_proxy(settings, log_stream=logs)
+    await server.app[WARMUP].done.wait()  # its imports done before a client imports the same modules
+    return server, logs
 
 
 async def test_chat_prefix_estimates_and_cache_reads(logged: tuple[TestServer, io.StringIO],
@@ -213,6 +216,7 @@ async def test_a_compacted_conversation_sums_alike_everywhere(make_proxy: ProxyF
                                                               tmp_path: Path) -> None:
     logs = io.StringIO()
     server = await make_proxy(small_window_settings(fake_upstream.url, tmp_path / "w.db"), log_stream=logs)
+    await server.app[WARMUP].done.wait()
     async with openai.AsyncOpenAI(base_url=str(server.make_url("/v1")), api_key=TEST_API_KEY,
                                   max_retries=0) as client:
         driven = await drive(client, server.app, TURNS, stream_every=4)
