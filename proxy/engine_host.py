@@ -183,15 +183,15 @@ class EngineHost:
 
     async def finish_turn(self, preparing: Preparing, turn: ChatTurn, reply: Message | None,
                           cache_read: int | None = None) -> None:
-        """Store the reply (when there is one) and the provider's reported cache reads, then schedule
-        background work when due; after the request's full preparation, when it was forwarded early
-        (its stored ids are needed)."""
+        """Store the reply (when there is one), schedule background work when due, then keep the
+        provider's reported cache reads; after the request's full preparation, when it was forwarded
+        early (its stored ids are needed)."""
         def finished(prepared: PreparedRequest) -> None:
-            if cache_read is not None:
-                self.engine.note_cache_read(prepared, turn, cache_read)
             if reply is not None:
                 self.engine.record_reply(prepared, turn, reply)
             self.engine.after_turn(prepared, turn)
+            if cache_read is not None:
+                self.engine.note_cache_read(prepared, turn, cache_read)
 
         settled = preparing.settled
         if settled is None or settled.done():  # a plain call: no task on the engine loop
