@@ -21,6 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
@@ -142,7 +143,7 @@ class Engine:
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
                                                        len(ctx.ingest.messages)) \
                 and ctx.tenant.view(ctx.conversation_id) is None:
-            prepared, view_version = self._recorded(ctx, sent), 0
+            prepared, view_version = self._recorded(ctx, sent, received_tokens(ctx, sent)), 0
         else:
             outcome = await self._fit(ctx)
             validate_outgoing(outcome.plan.messages, messages)  # failing: a ctxproxy bug, raised
@@ -151,6 +152,10 @@ class Engine:
             self.observer.on_early_mismatch(prepared.conversation_id, differ)
         RESENDS.keep(resent, expected, early_forward.passthrough(prepared, messages, turn, view_version))
         return prepared
+
+    def note_cache_read(self, prepared: PreparedRequest, turn: ChatTurn, tokens: int) -> None:
+        """The provider's reported cache reads, kept with the request's forwarded record."""
+        self.store.for_tenant(turn.tenant_id).note_cache_read(prepared.conversation_id, tokens)
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         """Store the provider's reply to the request's last message (counted once with the
@@ -304,18 +309,29 @@ class Engine:
             # Budgeted for, but not sent this turn (nothing hidden): count only what is forwarded.
             plan = replace(plan, tools_tokens=ctx.client_tools_tokens)
         prepared = replace(prepared, tokens_forwarded=plan.tokens, occupancy=plan.occupancy)
-        return self._recorded(ctx, prepared, out.view_version)
+        return self._recorded(ctx, prepared, tuple(s.tokens for s in plan.slots), out.view_version)
 
-    def _recorded(self, ctx: RequestContext, prepared: PreparedRequest,
+    def _recorded(self, ctx: RequestContext, prepared: PreparedRequest, message_tokens: tuple[int, ...],
                   view_version: int = 0) -> PreparedRequest:
-        """`prepared` with its forwarded record written (prefix stability comes from it) and the
-        stored message its reply answers."""
+        """`prepared` with its forwarded record written (prefix stability and cost come from it) and
+        the stored message its reply answers."""
+        stored, schemas = ctx.ingest.messages, tools_digest(prepared.tools)
         rec = ForwardedRecord(ctx.conversation_id,
                               prefix_hashes(prepared.messages, ctx.key_by_id, ctx.conversation_id),
                               prepared.tokens_received, prepared.tokens_forwarded, prepared.budget,
-                              prepared.occupancy.as_dict(), prepared.compacted, view_version)
-        return replace(prepared, prefix_stable=ctx.tenant.record_forwarded(rec), last_seq=ctx.last_seq,
-                       last_chain_hash=ctx.ingest.messages[-1].chain_hash)
+                              prepared.occupancy.as_dict(), prepared.compacted, view_version,
+                              message_tokens=message_tokens,
+                              received_hashes=tuple(m.chain_hash for m in stored),
+                              received_tokens=tuple(m.token_count for m in stored),
+                              pricing=pricing_of(ctx.turn), tools_tokens=prepared.occupancy.tools,
+                              tools_key=f"{prepared.occupancy.tools}:{schemas}",
+                              received_tools_tokens=ctx.client_tools_tokens,
+                              received_tools_key=f"{ctx.client_tools_tokens}:{schemas}")
+        done = ctx.tenant.record_forwarded_cost(rec)
+        return replace(prepared, prefix_stable=done.extends_previous, last_seq=ctx.last_seq,
+                       last_chain_hash=stored[-1].chain_hash, prefix_tokens=done.prefix_tokens,
+                       billed_input_estimate=done.billed_input_estimate,
+                       full_history_billed_estimate=done.full_history_billed_estimate)
 
     def _tools_tokens(self, turn: ChatTurn, counter: TokenCounter, client_tools: int) -> int:
         """Tool schemas in the budget: the client's, plus the recall tools whenever this request may
@@ -453,6 +469,23 @@ def recounted(stored_model: str, messages: Sequence[StoredMessage],
         return tuple(messages)
     return tuple(replace(m, token_count=counter.count_message(strip_private_fields(m.message)))
                  for m in messages)
+
+
+def pricing_of(turn: ChatTurn) -> str:
+    """Whose cache prices a request's estimates use: Anthropic's for an Anthropic entry, else OpenAI's."""
+    return "anthropic" if turn.upstream.provider == "anthropic" else "openai"
+
+
+def tools_digest(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The client's tool schemas, hashed (with their tokens, which tell whether the recall tools were
+    added, the key of the schemas sent ahead of the messages)."""
+    return hashlib.sha256(dumps_sorted(list(tools))).hexdigest() if tools else ""
+
+
+def received_tokens(ctx: RequestContext, sent: PreparedRequest) -> tuple[int, ...]:
+    """Tokens per message of a request forwarded as received (the stored messages' counts)."""
+    stored = ctx.ingest.messages
+    return tuple(m.token_count for m in stored) if len(stored) == len(sent.messages) else ()
 
 
 def prefix_hashes(messages: tuple[Message, ...], known: Mapping[int, bytes | None] | None = None,

@@ -102,6 +102,11 @@ class PreparedRequest:
     # `messages` as one compact JSON list when known (a request forwarded as received: the client's
     # own encoding), so the upstream body is not encoded again; not part of equality.
     messages_json: bytes | None = field(default=None, compare=False, repr=False)
+    # What it costs, recorded with it: tokens of the leading messages shared with the previous
+    # forwarded request, and billed-input estimates of it and of sending the whole received history.
+    prefix_tokens: int = field(default=0, compare=False)
+    billed_input_estimate: int = field(default=0, compare=False)
+    full_history_billed_estimate: int = field(default=0, compare=False)
 
     @property
     def budget_unused_ratio(self) -> float:

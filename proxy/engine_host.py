@@ -36,6 +36,8 @@ class HostedEngine(Protocol):
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None: ...
 
+    def note_cache_read(self, prepared: PreparedRequest, turn: ChatTurn, tokens: int) -> None: ...
+
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool: ...
 
     async def aclose(self) -> None: ...
@@ -179,14 +181,17 @@ class EngineHost:
                 self._loop.call_soon_threadsafe(started[0].cancel)
             raise
 
-    async def finish_turn(self, preparing: Preparing, turn: ChatTurn,
-                          reply: Message | None) -> None:
-        """Store the reply (when there is one), then schedule background work when due; after the
-        request's full preparation, when it was forwarded early (its stored ids are needed)."""
+    async def finish_turn(self, preparing: Preparing, turn: ChatTurn, reply: Message | None,
+                          cache_read: int | None = None) -> None:
+        """Store the reply (when there is one), schedule background work when due, then keep the
+        provider's reported cache reads; after the request's full preparation, when it was forwarded
+        early (its stored ids are needed)."""
         def finished(prepared: PreparedRequest) -> None:
             if reply is not None:
                 self.engine.record_reply(prepared, turn, reply)
             self.engine.after_turn(prepared, turn)
+            if cache_read is not None:
+                self.engine.note_cache_read(prepared, turn, cache_read)
 
         settled = preparing.settled
         if settled is None or settled.done():  # a plain call: no task on the engine loop

@@ -214,6 +214,27 @@ class ForwardedRecord:
     messages_forwarded: int = 0  # set by the store when recording
     shared_prefix: int = 0  # leading messages in common with the previous forwarded request
     extends_previous: bool | None = None  # the previous request is a prefix of this one (None: first)
+    # Given when recording, not kept: each forwarded message's tokens, the received history's running
+    # hashes and tokens (compared with the previous request's received history), and whose prices
+    # the estimates use ("anthropic" or "openai": store/encoding/billing.py).
+    message_tokens: tuple[int, ...] = ()
+    received_hashes: tuple[str, ...] = ()
+    received_tokens: tuple[int, ...] = ()
+    pricing: str = "openai"
+    # The tool schemas ahead of the messages (a change there shares nothing): a key of what was
+    # forwarded and of what was received, and their tokens.
+    tools_key: str = ""
+    tools_tokens: int = 0
+    received_tools_key: str = ""
+    received_tools_tokens: int = 0
+    # Set by the store when recording: tokens of the leading messages shared with the previous
+    # forwarded request (and of the received history with the previous received one), and the
+    # billed-input estimates of what was forwarded and of sending the whole received history.
+    prefix_tokens: int = 0
+    full_prefix_tokens: int = 0
+    billed_input_estimate: int = 0
+    full_history_billed_estimate: int = 0
+    cache_read_tokens: int | None = None  # the provider's reported cache reads, noted after the reply
 
 
 @dataclass(frozen=True)

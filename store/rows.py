@@ -104,4 +104,8 @@ def forwarded(row: sqlite3.Row) -> ForwardedRecord:
                            budget=row["budget"], occupancy=json.loads(row["occupancy_json"]),
                            compacted=bool(row["compacted"]), view_version=row["view_version"],
                            messages_forwarded=row["messages_forwarded"], shared_prefix=row["shared_prefix"],
-                           extends_previous=None if extends is None else bool(extends))
+                           extends_previous=None if extends is None else bool(extends),
+                           prefix_tokens=row["prefix_tokens"], full_prefix_tokens=row["full_prefix_tokens"],
+                           billed_input_estimate=row["billed_input_estimate"],
+                           full_history_billed_estimate=row["full_history_billed_estimate"],
+                           cache_read_tokens=row["cache_read_tokens"])

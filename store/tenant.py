@@ -391,27 +391,48 @@ class TenantStore:
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
         """Store it in constant space (store/encoding/forwarded.py); True when the previous forwarded request
         is a prefix of this one (None if first)."""
+        return self.record_forwarded_cost(rec).extends_previous
+
+    def record_forwarded_cost(self, rec: ForwardedRecord) -> ForwardedRecord:
+        """`record_forwarded`, handing back the record with what the store set: the shared prefix in
+        messages and tokens (forwarded and received) and the billed-input estimates."""
         with self._tx(rec.conversation_id, durable=False):
-            # One statement checks the conversation and fetches the previous request's tip.
-            tip = self._one("SELECT t.hashes FROM conversations c LEFT JOIN forwarded_tips t ON "
-                            "t.conversation_id = c.id AND t.tenant_id = :tenant "
-                            "WHERE c.tenant_id = :tenant AND c.id = :cid", {"cid": rec.conversation_id},
-                            f"conversation {rec.conversation_id!r}")
-            packed = forwarded_mod.pack(rec.prefix_hashes)
-            shared, extends = forwarded_mod.compare(tip[0], packed)
+            # One statement checks the conversation and fetches the previous request's tips.
+            tip = self._one("SELECT t.hashes, t.received_hashes, t.tools_digests FROM conversations c "
+                            "LEFT JOIN forwarded_tips t ON t.conversation_id = c.id AND "
+                            "t.tenant_id = :tenant WHERE c.tenant_id = :tenant AND c.id = :cid",
+                            {"cid": rec.conversation_id}, f"conversation {rec.conversation_id!r}")
+            packed, received = forwarded_mod.pack(rec.prefix_hashes), forwarded_mod.pack(rec.received_hashes)
+            done = forwarded_mod.costed(rec, tip[0], tip[1], tip[2], packed, received)
             self._run("INSERT INTO forwarded (tenant_id, conversation_id, messages_forwarded, shared_prefix, "
                       "extends_previous, tokens_received, tokens_forwarded, budget, occupancy_json, "
-                      "compacted, view_version, created_at) VALUES (:tenant, :cid, :count, :shared, "
-                      ":extends, :received, :forwarded, :budget, :occupancy, :compacted, :view, :now)",
-                      {"cid": rec.conversation_id, "count": len(rec.prefix_hashes), "shared": shared,
-                       "extends": None if extends is None else int(extends),
+                      "compacted, view_version, created_at, prefix_tokens, full_prefix_tokens, "
+                      "billed_input_estimate, full_history_billed_estimate) VALUES (:tenant, :cid, "
+                      ":count, :shared, :extends, :received, :forwarded, :budget, :occupancy, :compacted, "
+                      ":view, :now, :prefix, :full_prefix, :billed, :full_billed)",
+                      {"cid": rec.conversation_id, "count": done.messages_forwarded,
+                       "shared": done.shared_prefix,
+                       "extends": None if done.extends_previous is None else int(done.extends_previous),
                        "received": rec.tokens_received, "forwarded": rec.tokens_forwarded,
                        "budget": rec.budget, "occupancy": rows.dumps(rec.occupancy),
-                       "compacted": int(rec.compacted), "view": rec.view_version, "now": time.time()})
-            self._run("INSERT INTO forwarded_tips (tenant_id, conversation_id, hashes) VALUES "
-                      "(:tenant, :cid, :hashes) ON CONFLICT (conversation_id) DO UPDATE SET "
-                      "hashes = excluded.hashes", {"cid": rec.conversation_id, "hashes": packed})
-            return extends
+                       "compacted": int(rec.compacted), "view": rec.view_version, "now": time.time(),
+                       "prefix": done.prefix_tokens, "full_prefix": done.full_prefix_tokens,
+                       "billed": done.billed_input_estimate,
+                       "full_billed": done.full_history_billed_estimate})
+            self._run("INSERT INTO forwarded_tips (tenant_id, conversation_id, hashes, received_hashes, "
+                      "tools_digests) VALUES (:tenant, :cid, :hashes, :received, :tools) ON CONFLICT "
+                      "(conversation_id) DO UPDATE SET hashes = excluded.hashes, "
+                      "received_hashes = excluded.received_hashes, tools_digests = excluded.tools_digests",
+                      {"cid": rec.conversation_id, "hashes": packed, "received": received,
+                       "tools": forwarded_mod.tools_digests(rec)})
+            return done
+
+    def note_cache_read(self, conversation_id: str, tokens: int) -> None:
+        """The provider's reported cache reads, on the conversation's newest forwarded request."""
+        with self._tx(conversation_id, durable=False):
+            self._run("UPDATE forwarded SET cache_read_tokens = :tokens WHERE tenant_id = :tenant AND "
+                      "id = (SELECT MAX(id) FROM forwarded WHERE tenant_id = :tenant AND "
+                      "conversation_id = :cid)", {"cid": conversation_id, "tokens": tokens})
 
     def forwarded(self, conversation_id: str) -> list[ForwardedRecord]:
         self.conversation(conversation_id)

@@ -36,7 +36,8 @@ EarlyForward = Callable[[PreparedRequest], Awaitable[None]]
 # Of the turn, what the budget and the forwarded tools depend on (compaction/view/budget.py).
 Signature = tuple[str, tuple[dict[str, Any], ...], object, int, int | None, bool]
 # Fields only the full preparation knows (the stored ids the reply is attached to).
-_SETTLED_ONLY = frozenset({"last_seq", "last_chain_hash", "messages_json"})
+_SETTLED_ONLY = frozenset({"last_seq", "last_chain_hash", "messages_json", "prefix_tokens",
+                           "billed_input_estimate", "full_history_billed_estimate"})
 _PRIVATE = frozenset(PRIVATE_FIELDS)
 
 

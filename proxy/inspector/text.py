@@ -52,6 +52,7 @@ def render_conversation(data: Mapping[str, Any], console: Console) -> None:
     """All sections of one conversation, in reading order."""
     render_header(data, console)
     render_occupancy(data["occupancy"], data["prefix_stability"], console)
+    render_cost(data["cost"], console)
     render_summary_tree(data["summaries"], console)
     render_anchors(data["anchors"], console)
     render_timeline(data["timeline"], console)
@@ -122,16 +123,41 @@ def prefix_line(stability: Mapping[str, Any]) -> str:
             f"extended the previous one ({100.0 * stability['rate']:.1f}%)")
 
 
+def render_cost(cost: Mapping[str, Any], console: Console) -> None:
+    """What the forwarded requests shared, what the provider read from its cache, and the billed
+    input estimated beside the whole history's (both summed over the conversation's requests)."""
+    console.print()
+    if not cost["requests"]:
+        return
+    console.print(f"[bold]Cost[/bold] over {cost['requests']:,} forwarded requests: "
+                  f"{cost['tokens_forwarded']:,} tokens forwarded, {cost['prefix_tokens']:,} "
+                  f"in prefixes shared with the previous request")
+    console.print(f"  provider cache reads: {cost['cache_read_tokens']:,} tokens "
+                  f"({cost['cache_reads_reported']:,} of {cost['requests']:,} replies reported them)")
+    console.print(f"  billed input (estimate): {cost['billed_input_estimate']:,} tokens, full history "
+                  f"{cost['full_history_billed_estimate']:,}: {saving_text(cost)}")
+
+
+def saving_text(cost: Mapping[str, Any]) -> str:
+    """E.g. `compaction saved 1,200 (40.0%)` or `compaction cost 300 more (10.0%)`."""
+    saved, full = cost["saved_estimate"], cost["full_history_billed_estimate"]
+    share = f" ({100.0 * abs(saved) / full:.1f}%)" if full else ""
+    return f"compaction saved {saved:,}{share}" if saved >= 0 else f"compaction cost {-saved:,} more{share}"
+
+
 def render_series(occ: Mapping[str, Any], console: Console) -> None:
     table = Table(title="Occupancy over requests (tokens)", title_justify="left")
-    for col in ("req", "view", "received", "forwarded", "budget", *occ["categories"], "compacted", "prefix"):
+    for col in ("req", "view", "received", "forwarded", "budget", *occ["categories"], "compacted", "prefix",
+                "prefix tok", "billed est", "full est", "cache read"):
         table.add_column(col, justify="right")
     for p in occ["series"]:
         prefix = {None: "-", True: "extends", False: "BROKEN"}[p["extends_previous"]]
         table.add_row(str(p["request"]), str(p["view_version"]), f"{p['tokens_received']:,}",
                       f"{p['tokens_forwarded']:,}", f"{p['budget']:,}",
                       *(f"{p['occupancy'][c]:,}" for c in occ["categories"]),
-                      "yes" if p["compacted"] else "no", prefix)
+                      "yes" if p["compacted"] else "no", prefix, f"{p['prefix_tokens']:,}",
+                      f"{p['billed_input_estimate']:,}", f"{p['full_history_billed_estimate']:,}",
+                      "-" if p["cache_read_tokens"] is None else f"{p['cache_read_tokens']:,}")
     console.print(table)
 
 

@@ -258,6 +258,10 @@ def occupancy_point(index: int, rec: ForwardedRecord) -> dict[str, Any]:
         "messages_forwarded": rec.messages_forwarded,
         "shared_prefix": rec.shared_prefix,
         "extends_previous": rec.extends_previous,
+        "prefix_tokens": rec.prefix_tokens,
+        "billed_input_estimate": rec.billed_input_estimate,
+        "full_history_billed_estimate": rec.full_history_billed_estimate,
+        "cache_read_tokens": rec.cache_read_tokens,
     }
 
 
@@ -275,6 +279,24 @@ def prefix_stability(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "comparable": len(flags),
         "stable": stable,
         "rate": (stable / len(flags)) if flags else None,
+    }
+
+
+def cost_totals(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Sums over the forwarded requests: shared prefix, provider cache reads and both billed-input
+    estimates, with what compaction saved (negative: what it cost) against the full history's."""
+    billed = sum(p["billed_input_estimate"] for p in series)
+    full = sum(p["full_history_billed_estimate"] for p in series)
+    reported = [p["cache_read_tokens"] for p in series if p["cache_read_tokens"] is not None]
+    return {
+        "requests": len(series),
+        "tokens_forwarded": sum(p["tokens_forwarded"] for p in series),
+        "prefix_tokens": sum(p["prefix_tokens"] for p in series),
+        "cache_read_tokens": sum(reported),
+        "cache_reads_reported": len(reported),
+        "billed_input_estimate": billed,
+        "full_history_billed_estimate": full,
+        "saved_estimate": full - billed,
     }
 
 
@@ -320,6 +342,7 @@ def inspect_conversation(store: InspectableStore, conversation_id: str) -> dict[
             "series": series,
         },
         "prefix_stability": prefix_stability(series),
+        "cost": cost_totals(series),
     }
 
 

@@ -67,6 +67,9 @@ class RequestRecord:
     tokens_forwarded: int | None = None
     tokens_out: int | None = None
     cache_read_tokens: int | None = None  # prompt tokens the provider reports read from its cache
+    prefix_tokens: int | None = None  # leading tokens shared with the previous forwarded request
+    billed_input_tokens_estimate: int | None = None  # what was forwarded, cached prefix discounted
+    full_history_billed_estimate: int | None = None  # had the whole received history been forwarded
     budget_unused_ratio: float | None = None  # share of the input budget the forwarded request left
     compacted: bool | None = None
     summarizer_wait: bool | None = None  # this turn waited on a synchronous summarizer call

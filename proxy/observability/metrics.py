@@ -23,6 +23,10 @@ METRIC_NAMES = (
     "ctxproxy_tokens_received_total",
     "ctxproxy_tokens_forwarded_total",
     "ctxproxy_tokens_saved_total",
+    "ctxproxy_forwarded_prefix_tokens_total",
+    "ctxproxy_billed_input_tokens_estimate_total",
+    "ctxproxy_full_history_billed_input_tokens_estimate_total",
+    "ctxproxy_provider_cache_read_tokens_total",
     "ctxproxy_compactions_total",
     "ctxproxy_summarizer_latency_seconds",
     "ctxproxy_summarizer_errors_total",
@@ -99,6 +103,17 @@ class Metrics:
         self.tokens_received = _c("ctxproxy_tokens_received_total", "Tokens in client requests", reg)
         self.tokens_forwarded = _c("ctxproxy_tokens_forwarded_total", "Tokens forwarded upstream", reg)
         self.tokens_saved = _c("ctxproxy_tokens_saved_total", "Received minus forwarded tokens", reg)
+        self.prefix_tokens = _c("ctxproxy_forwarded_prefix_tokens_total",
+                                "Tokens of leading messages shared with the previous forwarded request "
+                                "of the same chat", reg)
+        self.billed_estimate = _c("ctxproxy_billed_input_tokens_estimate_total",
+                                  "Estimated billed input tokens of forwarded requests "
+                                  "(uncached-price equivalents, cached prefix discounted)", reg)
+        self.full_billed_estimate = _c("ctxproxy_full_history_billed_input_tokens_estimate_total",
+                                       "Estimated billed input tokens had the whole received history "
+                                       "been forwarded", reg)
+        self.cache_read_tokens = _c("ctxproxy_provider_cache_read_tokens_total",
+                                    "Prompt tokens the provider reports read from its cache", reg)
         self.compactions = _c("ctxproxy_compactions_total", "Compaction events: passes and truncations", reg,
                               ("tier", "level", "outcome"))
         self.summarizer_latency = Histogram("ctxproxy_summarizer_latency_seconds",
@@ -175,6 +190,16 @@ class Metrics:
             self.prefix_checked.inc()
             if prepared.prefix_stable:
                 self.prefix_stable.inc()
+
+    def observe_cost(self, prepared: Any) -> None:
+        """The recorded request's shared prefix and billed-input estimates (it and the full history)."""
+        self.prefix_tokens.inc(prepared.prefix_tokens)
+        self.billed_estimate.inc(prepared.billed_input_estimate)
+        self.full_billed_estimate.inc(prepared.full_history_billed_estimate)
+
+    def observe_cache_read(self, tokens: int) -> None:
+        """Prompt tokens one reply's usage reports read from the provider's cache."""
+        self.cache_read_tokens.inc(tokens)
 
     def observe_compaction(self, event: CompactionEvent) -> None:
         """One compaction event: a pass (in a request's step or a background one) or a truncation."""

@@ -9,6 +9,7 @@ answered with a generic 500 that leaks nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -37,6 +38,9 @@ SERVED_PATHS = ("/v1/chat/completions, /v1/responses, /v1/messages, /v1/messages
                 "to the model's upstream), /healthz, /readyz, /metrics and /ui")
 # Set by a handler once its streamed response is prepared: a later error cannot start a new one.
 PREPARED_RESPONSE = web.RequestKey("prepared_response", web.StreamResponse)
+# A streamed reply's shielded bookkeeping (usage, cost, the stored reply): the request line waits for
+# it, so a client leaving right after the last event still gets a complete line.
+FINISHING: web.RequestKey[asyncio.Future[None]] = web.RequestKey("finishing", asyncio.Future)
 
 
 def error_response(error: CtxProxyError, *, anthropic: bool = False) -> web.Response:
@@ -138,8 +142,17 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
         if connections is not None:
             connections.request_done(request.protocol)
         record.status = record.status or status
+        await _finished(request)
         record.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         _emit(request, record)
+
+
+async def _finished(request: web.Request) -> None:
+    """Wait for a streamed reply's shielded bookkeeping when the client left before it ended."""
+    finishing = request.get(FINISHING)
+    if finishing is not None and not finishing.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(finishing)
 
 
 async def send_unsent(request: web.Request, response: web.StreamResponse) -> None:

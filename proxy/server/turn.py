@@ -27,7 +27,7 @@ from proxy import appkeys
 from proxy.engine_host import Preparing
 from proxy.error_mapping import to_ctxproxy_error
 from proxy.server.auth import bearer_key, tenant_of
-from proxy.server.middleware import CLIENT_CLOSED, PREPARED_RESPONSE, note_unwritable
+from proxy.server.middleware import CLIENT_CLOSED, FINISHING, PREPARED_RESPONSE, note_unwritable
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream.openai import StreamingReply, UpstreamReply, uses_openai_wire
@@ -90,6 +90,8 @@ async def prepare_turn(request: web.Request, body: dict[str, Any], started: floa
     record.forced_truncation = prepared.forced_truncation
     record.compaction_steps = len(prepared.events)
     app[appkeys.METRICS].observe_prepared(prepared, early=preparing.settled is not None)
+    if preparing.settled is None:  # an early forward's cost is known once it settles (finish_turn)
+        note_cost(request, prepared)
     params = upstream_params(turn.upstream, app[appkeys.SETTINGS].server, request.headers)
     return Turn(request, started, turn, prepared, params, forward_body(body, prepared, params),
                 params.api_key or client_key, preparing.settled)
@@ -214,8 +216,24 @@ async def timed_call(t: Turn, calling: Awaitable[UpstreamReply]) -> tuple[Upstre
 
 
 async def finish_turn(t: Turn, reply: Message | None) -> None:
-    """Store the reply (when there is one) and schedule background work, on the engine thread."""
-    await t.request.app[appkeys.HOST].finish_turn(Preparing(t.prepared, t.settled), t.turn, reply)
+    """Store the reply (when there is one) and the provider's cache reads, and schedule background
+    work, on the engine thread; an early forward's cost is noted once its preparation settled."""
+    record = t.request[appkeys.RECORD]
+    await t.request.app[appkeys.HOST].finish_turn(Preparing(t.prepared, t.settled), t.turn, reply,
+                                                  record.cache_read_tokens)
+    if record.cache_read_tokens is not None:
+        t.request.app[appkeys.METRICS].observe_cache_read(record.cache_read_tokens)
+    if t.settled is not None and t.settled.done() and t.settled.exception() is None:
+        note_cost(t.request, t.settled.result())
+
+
+def note_cost(request: web.Request, prepared: PreparedRequest) -> None:
+    """The recorded request's shared prefix and billed-input estimates: on its log line and metrics."""
+    record = request[appkeys.RECORD]
+    record.prefix_tokens = prepared.prefix_tokens
+    record.billed_input_tokens_estimate = prepared.billed_input_estimate
+    record.full_history_billed_estimate = prepared.full_history_billed_estimate
+    request.app[appkeys.METRICS].observe_cost(prepared)
 
 
 async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay[Outcome],
@@ -238,7 +256,8 @@ async def relay_stream(t: Turn, opening: Awaitable[StreamingReply], relay: Relay
         outcome = await relay(stream.events(), response.write)
         upstream_s = time.perf_counter() - began
         # Shielded: a client leaving right after the last event cancels this handler, not the write.
-        await asyncio.shield(_finish_logged(t, finish(t, outcome)))
+        finishing = t.request[FINISHING] = asyncio.ensure_future(_finish_logged(t, finish(t, outcome)))
+        await asyncio.shield(finishing)
     except ConnectionResetError:
         # The client went away mid-stream: the upstream request is dropped (finally), nothing stored.
         record.status, record.error_code = CLIENT_CLOSED, "client_disconnected"

@@ -12,6 +12,10 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
+
+from store.encoding.billing import billed_input, prefix_tokens
+from store.models import ForwardedRecord
 
 TIP_HASH_BYTES = 8  # a truncated digest per message: collisions only blur a statistic
 DIGESTS_KEPT = 16_384  # tip entries memoised (the running hash strings are the memo's own)
@@ -40,3 +44,27 @@ def compare(previous: bytes | None, current: bytes) -> tuple[int, bool | None]:
             break
         shared += 1
     return shared, False
+
+
+def tools_digests(rec: ForwardedRecord) -> bytes:
+    """The tip's entry for the tool schemas: a digest of what was forwarded, then of what was received."""
+    return _digest(rec.tools_key) + _digest(rec.received_tools_key)
+
+
+def costed(rec: ForwardedRecord, tip: bytes | None, received_tip: bytes | None, tools: bytes | None,
+           packed: bytes, received: bytes) -> ForwardedRecord:
+    """`rec` with its comparison against the previous request's tips: shared prefixes in messages
+    and tokens (tool schemas first: when they changed, nothing is shared), and the billed-input
+    estimates of what was forwarded and of the whole history."""
+    shared, extends = compare(tip, packed)
+    full_shared, _ = compare(received_tip, received) if received_tip else (0, None)
+    now = tools_digests(rec)
+    same_tools = tools is not None and tools[:TIP_HASH_BYTES] == now[:TIP_HASH_BYTES]
+    same_received_tools = tools is not None and tools[TIP_HASH_BYTES:] == now[TIP_HASH_BYTES:]
+    prefix = (rec.tools_tokens + prefix_tokens(shared, rec.message_tokens)) if same_tools else 0
+    full_prefix = (rec.received_tools_tokens + prefix_tokens(full_shared, rec.received_tokens)
+                   if same_received_tools else 0)
+    return replace(rec, messages_forwarded=len(rec.prefix_hashes), shared_prefix=shared,
+                   extends_previous=extends, prefix_tokens=prefix, full_prefix_tokens=full_prefix,
+                   billed_input_estimate=billed_input(rec.pricing, prefix, rec.tokens_forwarded),
+                   full_history_billed_estimate=billed_input(rec.pricing, full_prefix, rec.tokens_received))

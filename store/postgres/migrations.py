@@ -174,6 +174,17 @@ CREATE TABLE provider_objects (
 """
 
 
+_FORWARDED_COST = """
+ALTER TABLE forwarded ADD COLUMN prefix_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN full_prefix_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN billed_input_estimate BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN full_history_billed_estimate BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN cache_read_tokens BIGINT;
+ALTER TABLE forwarded_tips ADD COLUMN received_hashes BYTEA;
+ALTER TABLE forwarded_tips ADD COLUMN tools_digests BYTEA;
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -198,6 +209,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _PROVIDER_OBJECTS),
     Migration(10, "identity hashes by meaning (tool arguments by value, cache marks ignored), recomputed",
               _identity_by_meaning),
+    Migration(11, "forwarded requests' prefix tokens, billed-input estimates and provider cache reads",
+              _FORWARDED_COST),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 

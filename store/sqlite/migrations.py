@@ -295,6 +295,18 @@ CREATE TABLE provider_objects (
 );
 """
 
+# What each forwarded request cost: its shared prefix in tokens, the full history's, both billed-input
+# estimates, the provider's reported cache reads; the tip keeps the received history's hashes too.
+_FORWARDED_COST = """
+ALTER TABLE forwarded ADD COLUMN prefix_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN full_prefix_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN billed_input_estimate INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN full_history_billed_estimate INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE forwarded ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE forwarded_tips ADD COLUMN received_hashes BLOB;
+ALTER TABLE forwarded_tips ADD COLUMN tools_digests BLOB;
+"""
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -329,6 +341,8 @@ CREATE TABLE step_leases (
               _PROVIDER_OBJECTS),
     Migration(9, "identity hashes by meaning (tool arguments by value, cache marks ignored), recomputed",
               _identity_by_meaning),
+    Migration(10, "forwarded requests' prefix tokens, billed-input estimates and provider cache reads",
+              _FORWARDED_COST),
 )
 
 

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config.loader import documented_keys, env_override_names, load_settings
 from proxy.cli.main import build_parser
+from proxy.observability.logging import RequestRecord
 from proxy.observability.metrics import METRIC_NAMES, Metrics
 from tests.docs.pages import DOCS, README, ROOT, pages, prose, table_rows, text
 
@@ -107,6 +108,16 @@ def test_metric_names_are_registered() -> None:
     # the parser reports counters without their `_total` suffix
     registered = {n if n in families else n.removesuffix("_total") for n in METRIC_NAMES}
     assert registered <= families
+
+
+def test_request_line_fields_named_in_the_logs_table_exist() -> None:
+    """Fields the `request` row names are the record's, and its cost fields are all named there."""
+    (row,) = [cells for cells in table_rows(OPERATIONS, r"request") if cells[0] == "`request`"]
+    named = set(re.findall(r"`([a-z_]+)`", row[1]))
+    fields = set(RequestRecord("GET", "/").fields())
+    assert sorted(named - fields) == []
+    assert {"cache_read_tokens", "prefix_tokens", "billed_input_tokens_estimate",
+            "full_history_billed_estimate"} <= named
 
 
 def _commands() -> set[str]:

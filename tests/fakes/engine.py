@@ -25,6 +25,9 @@ class UnusedEngine:
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         raise AssertionError("this test app does not serve chat requests")
 
+    def note_cache_read(self, prepared: PreparedRequest, turn: ChatTurn, tokens: int) -> None:
+        raise AssertionError("this test app does not serve chat requests")
+
     def after_turn(self, prepared: PreparedRequest, turn: ChatTurn) -> bool:
         raise AssertionError("this test app does not serve chat requests")
 

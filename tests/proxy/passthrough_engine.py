@@ -41,6 +41,9 @@ class PassthroughEngine:
             waited_on_summarizer=False, forced_truncation=False, prefix_stable=None,
             last_seq=result.messages[-1].seq, last_chain_hash=result.messages[-1].chain_hash)
 
+    def note_cache_read(self, prepared: PreparedRequest, turn: ChatTurn, tokens: int) -> None:
+        self.store.for_tenant(turn.tenant_id).note_cache_read(prepared.conversation_id, tokens)
+
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         self.replies.append(message)
         assert prepared.last_seq is not None

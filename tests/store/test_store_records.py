@@ -125,3 +125,34 @@ def test_tool_rounds_recorded_not_as_messages(alice: TenantStore, counter: Token
     alice.record_tool_round(cid, [{"name": "context_search", "arguments": "{}"}], [{"content": "[]"}])
     assert alice.tool_rounds(cid)[0]["calls"][0]["name"] == "context_search"
     assert len(alice.messages(cid)) == len(ids)
+
+
+def _costed(cid: str, hashes: tuple[str, ...], received: tuple[str, ...], pricing: str) -> ForwardedRecord:
+    """A compacted request: forwarded messages of 600 tokens each, received ones of 500."""
+    return ForwardedRecord(conversation_id=cid, prefix_hashes=hashes, tokens_received=500 * len(received),
+                           tokens_forwarded=600 * len(hashes), budget=10_000, occupancy={}, compacted=True,
+                           view_version=1, message_tokens=(600,) * len(hashes), received_hashes=received,
+                           received_tokens=(500,) * len(received), pricing=pricing)
+
+
+def test_forwarded_cost_prefix_tokens_estimates_and_cache_reads(alice: TenantStore, bob: TenantStore,
+                                                                counter: TokenCounter) -> None:
+    cid, _ = _conv(alice, counter)
+    first = alice.record_forwarded_cost(_costed(cid, ("s", "a"), ("r1", "r2"), "anthropic"))
+    assert (first.prefix_tokens, first.billed_input_estimate, first.full_history_billed_estimate) == (
+        0, 1_500, 1_250)  # everything written to the cache
+    alice.note_cache_read(cid, 0)
+    # A step rewrote the second message: one forwarded message shared; the received history grew.
+    second = alice.record_forwarded_cost(_costed(cid, ("s", "b", "c"), ("r1", "r2", "r3", "r4"), "anthropic"))
+    assert (second.shared_prefix, second.prefix_tokens, second.full_prefix_tokens) == (1, 600, 1_000)
+    assert second.billed_input_estimate == round(0.1 * 600 + 1.25 * 1_200) == 1_560
+    assert second.full_history_billed_estimate == round(0.1 * 1_000 + 1.25 * 1_000) == 1_350
+    alice.note_cache_read(cid, 590)
+    bob_cid, _ = _conv(bob, counter)
+    bob.record_forwarded_cost(_costed(bob_cid, ("s",), ("r1",), "openai"))
+    bob.note_cache_read(cid, 7)  # another tenant's conversation: not touched
+    stored = alice.forwarded(cid)
+    assert [(r.prefix_tokens, r.full_prefix_tokens, r.billed_input_estimate, r.full_history_billed_estimate,
+             r.cache_read_tokens) for r in stored] == [(0, 0, 1_500, 1_250, 0),
+                                                       (600, 1_000, 1_560, 1_350, 590)]
+    assert bob.forwarded(bob_cid)[0].cache_read_tokens is None

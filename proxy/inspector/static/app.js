@@ -159,6 +159,7 @@ async function showConversation(tenant, id) {
   drawOccupancy(byId("occupancy-chart"), d.occupancy);
   renderLegend(d.occupancy);
   byId("prefix-stability").textContent = prefixText(d.prefix_stability);
+  byId("cost").textContent = costText(d.cost);
   drawSummaryMap(byId("summary-map"), d);
   renderSummaryTree(byId("summary-tree"), d.summaries);
   renderAnchors(d.anchors);
@@ -190,6 +191,18 @@ function prefixText(p) {
   if (p.rate === null) return "Prefix stability: n/a (fewer than two forwarded requests).";
   return `Prefix stability: ${p.stable}/${p.comparable} consecutive requests extended the previous ` +
          `one (${(100 * p.rate).toFixed(1)}%). Dashed red markers: the prefix changed (cache miss).`;
+}
+
+function costText(c) {
+  if (!c.requests) return "";
+  const full = c.full_history_billed_estimate, saved = c.saved_estimate;
+  const share = full ? ` (${(100 * Math.abs(saved) / full).toFixed(1)}%)` : "";
+  const verdict = saved >= 0 ? `compaction saved ${fmtNum(saved)}${share}`
+                             : `compaction cost ${fmtNum(-saved)} more${share}`;
+  return `Cost: ${fmtNum(c.prefix_tokens)} tokens in prefixes shared with the previous request; ` +
+         `provider cache reads ${fmtNum(c.cache_read_tokens)} (${c.cache_reads_reported} of ${c.requests} ` +
+         `replies reported); billed input (estimate) ${fmtNum(c.billed_input_estimate)}, full history ` +
+         `${fmtNum(full)}: ${verdict}.`;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -119,12 +119,25 @@ class FakeTenantStore:
 
     def record_forwarded(self, rec: ForwardedRecord) -> bool | None:
         """Compared with the previous request like the real store (store/encoding/forwarded.py)."""
+        return self.record_forwarded_cost(rec).extends_previous
+
+    def record_forwarded_cost(self, rec: ForwardedRecord) -> ForwardedRecord:
+        """`record_forwarded`, the record handed back with what the store sets."""
         earlier = [f for f in self._fwd if f.conversation_id == rec.conversation_id]
-        previous = forwarded.pack(earlier[-1].prefix_hashes) if earlier else None
-        shared, extends = forwarded.compare(previous, forwarded.pack(rec.prefix_hashes))
-        self._fwd.append(dataclasses.replace(rec, messages_forwarded=len(rec.prefix_hashes),
-                                             shared_prefix=shared, extends_previous=extends))
-        return extends
+        tip = forwarded.pack(earlier[-1].prefix_hashes) if earlier else None
+        received_tip = forwarded.pack(earlier[-1].received_hashes) if earlier else None
+        tools = forwarded.tools_digests(earlier[-1]) if earlier else None
+        done = forwarded.costed(rec, tip, received_tip, tools, forwarded.pack(rec.prefix_hashes),
+                                forwarded.pack(rec.received_hashes))
+        self._fwd.append(done)
+        return done
+
+    def note_cache_read(self, conversation_id: str, tokens: int) -> None:
+        """The reported cache reads on the conversation's newest forwarded request."""
+        for i in reversed(range(len(self._fwd))):
+            if self._fwd[i].conversation_id == conversation_id:
+                self._fwd[i] = dataclasses.replace(self._fwd[i], cache_read_tokens=tokens)
+                return
 
     def forwarded(self, conversation_id: str) -> list[ForwardedRecord]:
         return [f for f in self._fwd if f.conversation_id == conversation_id]

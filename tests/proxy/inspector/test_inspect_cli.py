@@ -51,7 +51,7 @@ def test_json_is_the_inspection_model(populated: Populated, capsys: Capture) -> 
     assert code == 0
     data = json.loads(out)
     assert set(data) == {"schema", "conversation", "totals", "view", "timeline", "summaries", "anchors",
-                         "events", "occupancy", "prefix_stability"}
+                         "events", "occupancy", "prefix_stability", "cost"}
     assert data["conversation"]["id"] == sc.conversation_id
     assert data["view"]["version"] == 2 and data["view"]["covered_through_seq"] == 34
     assert data["prefix_stability"]["rate"] == 0.8

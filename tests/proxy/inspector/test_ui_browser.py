@@ -67,6 +67,7 @@ async def check_panels(page: Any, sc: Any) -> None:
     assert await page.get_by_test_id("conv-title").text_content() == sc.conversation_id
     assert await page.get_by_test_id("occupancy-bar").count() == 6
     assert "4/5" in (await page.get_by_test_id("prefix-stability").text_content() or "")
+    assert "billed input (estimate)" in (await page.get_by_test_id("cost").text_content() or "")
     assert await page.get_by_test_id("timeline-row").count() == 40
     assert await page.locator('[data-testid="timeline-row"][data-status="pinned"]').count() == 1
     assert await page.locator('[data-testid="timeline-row"][data-status="summarised"]').count() == 33
