@@ -7,7 +7,7 @@ in its API's stream format (the relays in proxy/upstream/ write them).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -57,3 +57,19 @@ async def open_looped(blocks: AsyncGenerator[bytes, None], headers: dict[str, st
         await blocks.aclose()
         raise
     return LoopStream(blocks, first, headers)
+
+
+async def relayed_round(opening: Awaitable[StreamingReply], feed: Callable[[bytes], bytes | None],
+                        headers: dict[str, str] | None) -> AsyncGenerator[bytes, None]:
+    """One round's upstream blocks as the client's (`feed` rewrites or withholds each), the
+    upstream stream closed whatever happens; `headers` (the first round only) gets the relayed ones."""
+    reply = await opening
+    if headers is not None:
+        headers.update(reply.headers)
+    try:
+        async for block in reply.events():
+            out = feed(block)
+            if out is not None:
+                yield out
+    finally:
+        await reply.aclose()

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import UpstreamError
 from config.settings import LiteLLMParams
-from proxy.recall.looped_stream import NoRounds, open_looped
+from proxy.recall.looped_stream import NoRounds, open_looped, relayed_round
 from proxy.recall.messages import MessagesAsChat, is_recall_use, recall_calls
 from proxy.recall.tool_loop import ToolLoop, add_usage
 from proxy.recall.transport import RecallUpstream
@@ -146,16 +147,10 @@ async def rounds(loop: ToolLoop, recall: MessagesAsChat, params: LiteLLMParams, 
     carried = _Carried()
     for round_no in range(loop.max_rounds + 1):
         rnd = MessagesRound(recall, offer=round_no < loop.max_rounds, carried=carried)
-        reply = await recall.open_stream(params, loop.round_body(body, messages, rnd.offer), api_key)
-        if round_no == 0:
-            headers.update(reply.headers)
-        try:
-            async for block in reply.events():
-                out = rnd.feed(block)
-                if out is not None:
-                    yield out
-        finally:
-            await reply.aclose()
+        opening = recall.open_stream(params, loop.round_body(body, messages, rnd.offer), api_key)
+        async with aclosing(relayed_round(opening, rnd.feed, headers if round_no == 0 else None)) as blocks:
+            async for out in blocks:
+                yield out
         if not (rnd.stopped and rnd.continues()):
             return
         carried.usage = rnd.total_usage()

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import LiteLLMParams
-from proxy.recall.looped_stream import NoRounds, open_looped
+from proxy.recall.looped_stream import NoRounds, open_looped, relayed_round
 from proxy.recall.responses import ResponsesAsChat, is_recall_call, without_recall_tools
 from proxy.recall.tool_loop import ToolLoop, add_usage, call_name
 from proxy.recall.transport import RecallUpstream
@@ -141,16 +142,10 @@ async def rounds(loop: ToolLoop, recall: ResponsesAsChat, params: LiteLLMParams,
     carried = _Carried()
     for round_no in range(loop.max_rounds + 1):
         rnd = ResponsesRound(recall, offer=round_no < loop.max_rounds, carried=carried)
-        reply = await recall.open_stream(params, loop.round_body(body, messages, rnd.offer), api_key)
-        if round_no == 0:
-            headers.update(reply.headers)
-        try:
-            async for block in reply.events():
-                out = rnd.feed(block)
-                if out is not None:
-                    yield out
-        finally:
-            await reply.aclose()
+        opening = recall.open_stream(params, loop.round_body(body, messages, rnd.offer), api_key)
+        async with aclosing(relayed_round(opening, rnd.feed, headers if round_no == 0 else None)) as blocks:
+            async for out in blocks:
+                yield out
         if not rnd.continues():
             return
         message = rnd.message()
