@@ -92,6 +92,7 @@ class CostCollector:
         self.handoffs = handoff_points(request_points(conv.messages))
         self.requests: list[ForwardedRequest] = []
         self.over_budget = 0
+        self.waiting = 0  # requests that called the summarizer themselves (their client waited on it)
         self.scores: list[HandoffScore] = []
 
     def __call__(self, seen: ObservedRequest) -> None:
@@ -100,6 +101,7 @@ class CostCollector:
         self.requests.append(ForwardedRequest(counts, tuple(message_key(m) for m in seen.forwarded), tools,
                                               str(tools), seen.check.tokens_forwarded))
         self.over_budget += seen.check.over_budget
+        self.waiting += seen.request_calls > 0
         share = self.handoffs.get(seen.point)
         if share is not None:
             text = "\n".join(readable_text(m) for m in seen.forwarded)
@@ -116,6 +118,7 @@ class CostResult:
     cost: CostTotals
     over_budget: int
     handoffs: tuple[HandoffScore, ...]
+    waiting: int = 0
 
     def figures(self) -> dict[str, Any]:
         return {"needed": sum(h.needed for h in self.handoffs), "kept": sum(h.kept for h in self.handoffs),
@@ -139,11 +142,12 @@ def measure(conv: RecordedConversation, strategy: str, options: ReplayOptions) -
                            ExtractiveSummarizer())
         replay_baseline(conv, strategy, once, options, observer=collector)
         summarizer_tokens = once.summarizer_tokens
+        collector.waiting = once.compactions  # each compaction is made while its request waits
     else:
         baseline = sliding_window if strategy == "sliding_window" else passthrough
         replay_baseline(conv, strategy, baseline, options, observer=collector)
     return CostResult(conv.id, strategy, CostTotals.of(request_costs(collector.requests), summarizer_tokens),
-                      collector.over_budget, tuple(collector.scores))
+                      collector.over_budget, tuple(collector.scores), collector.waiting)
 
 
 def _job(args: tuple[RecordedConversation, str, ReplayOptions]) -> CostResult:
@@ -169,14 +173,16 @@ def _m(value: float) -> str:
     return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.1f}k"
 
 
-def _cells(facts: Mapping[str, int], cost: CostTotals, over: int) -> tuple[str, ...]:
+def _cells(facts: Mapping[str, int], cost: CostTotals, over: int, waiting: int) -> tuple[str, ...]:
     return (f"{facts['kept']}/{facts['needed']}", f"{facts['long_range_kept']}/{facts['long_range']}",
             f"{over}/{cost.requests}", f"{cost.mean_reuse:.2f}", _m(cost.anthropic), _m(cost.openai),
-            _m(cost.summarizer_tokens), f"{cost.steps_per_100:.1f}", _m(cost.tokens))
+            _m(cost.summarizer_tokens), f"{cost.steps_per_100:.1f}", f"{waiting}/{cost.requests}",
+            _m(cost.tokens))
 
 
 HEADER = ("needed facts kept", "long-range kept", "over budget", "prefix reuse", "billed input, Anthropic",
-          "billed input, OpenAI", "summarizer tokens", "steps / 100 requests", "forwarded tokens")
+          "billed input, OpenAI", "summarizer tokens", "steps / 100 requests", "waiting on the summarizer",
+          "forwarded tokens")
 
 
 def totals(results: Sequence[CostResult], strategies: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -186,16 +192,16 @@ def totals(results: Sequence[CostResult], strategies: Sequence[str]) -> dict[str
         rs = [r for r in results if r.strategy == s]
         facts = {k: sum(r.figures()[k] for r in rs) for k in rs[0].figures()} if rs else {}
         out[s] = {"facts": facts, "cost": CostTotals.pooled([r.cost for r in rs]),
-                  "over_budget": sum(r.over_budget for r in rs)}
+                  "over_budget": sum(r.over_budget for r in rs), "waiting": sum(r.waiting for r in rs)}
     return out
 
 
 def tables(results: Sequence[CostResult], strategies: Sequence[str]) -> list[Table]:
     """The totals table, the per-session table and the per-handoff table."""
     tot = totals(results, strategies)
-    total_rows = tuple((s, *_cells(t["facts"], t["cost"], t["over_budget"]))
+    total_rows = tuple((s, *_cells(t["facts"], t["cost"], t["over_budget"], t["waiting"]))
                        for s, t in tot.items() if t["facts"])
-    session_rows = tuple((r.conversation, r.strategy, *_cells(r.figures(), r.cost, r.over_budget))
+    session_rows = tuple((r.conversation, r.strategy, *_cells(r.figures(), r.cost, r.over_budget, r.waiting))
                          for r in results)
     handoff_rows = []
     for s in strategies:
@@ -228,7 +234,10 @@ DEFINITIONS = (
     "request: Anthropic 0.1 x prefix + 1.25 x the rest; OpenAI 0.1 x prefix when it is at least 1,024 "
     "tokens, 1 x the rest. *Summarizer tokens*: prompt and reply tokens of every summarizer call "
     "(what an LLM summarizer would bill; not included in billed input). *Steps*: requests that do "
-    "not start with the whole previous request (the cache of it broken), per 100 requests.")
+    "not start with the whole previous request (the cache of it broken), per 100 requests. *Waiting "
+    "on the summarizer*: requests that called the summarizer themselves (background work drained "
+    "between requests, as it would be when an agent's turn outlasts it): with a 3 s LLM summarizer "
+    "each waits at least 3 s; compact-once summarizes while its request waits, every time.")
 
 
 def section(results: Sequence[CostResult], strategies: Sequence[str], meta: Mapping[str, Any]) -> str:

@@ -273,7 +273,11 @@ class Engine:
         if measure_request(ctx, wv) > ctx.budget.total:
             pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
             wv, events = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
-                                                   ceiling=ctx.budget.total)
+                                                   ceiling=ctx.budget.total, summarize=False)
+            if measure_request(ctx, wv) > ctx.budget.total:  # what was prepared is not enough
+                wv, more = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
+                                                     ceiling=ctx.budget.total)
+                events += more
             if measure_request(ctx, wv) > ctx.budget.total:
                 wv, more = await loop.compact_until(pctx, wv, ctx.budget.total, reach="into_tail")
                 events += more

@@ -61,6 +61,7 @@ class ObservedRequest:
     check: RequestCheck
     events: tuple[CompactionEvent, ...] = ()
     summaries: tuple[SummaryRecord, ...] = ()  # engine runs: the store's summaries after `prepare`
+    request_calls: int = 0  # summarizer calls the request itself waited on (not background ones)
 
 
 RequestObserver = Callable[[ObservedRequest], None]
@@ -137,6 +138,7 @@ class _EngineRun:
         turn = self.turn(k)
         calls_before = self.summarizer.calls
         prepared = await self.engine.prepare(turn)
+        request_calls = self.summarizer.calls - calls_before
         cid = prepared.conversation_id
         summaries = tuple(self.tenant.summaries(cid)) if self.observer is not None else ()
         self.engine.record_reply(prepared, turn, dict(self.conv.messages[k]))
@@ -151,7 +153,8 @@ class _EngineRun:
                               checks=self.conv.checks)
         events = self.new_events(cid)
         if self.observer is not None:
-            self.observer(ObservedRequest(k, tuple(forwarded), check, tuple(events), summaries))
+            self.observer(ObservedRequest(k, tuple(forwarded), check, tuple(events), summaries,
+                                          request_calls))
         stats = TurnStats(prepared.occupancy.as_dict(), prepared.compacted, prepared.summary_ids,
                           prepared.waited_on_summarizer, prepared.forced_truncation,
                           prepared.prefix_stable, self.summarizer.calls - calls_before,

@@ -63,10 +63,10 @@ def _ordered(wv: WorkingView, s: CompactionSettings, budget: Budget, reach: Reac
     tail = selection.fresh_tail_start(entries, s.fresh_tail_count, tail_cap(wv, budget))
     cap = budget.leaf_chunk_tokens(s)
     full = selection.condensed_chunk(entries, s.condensed_min_fanout, s.leaf_chunk_tokens)
-    if full:
-        yield Candidate("condensed", full)
     fanout = s.leaf_min_fanout if reach == "before_tail" else 1
     yield from _leaves(selection.leaf_chunks(entries, tail, fanout, cap, keep=keep))
+    if full:
+        yield Candidate("condensed", full)
     if reach == "into_tail" or skipped:
         relaxed = selection.condensed_chunk(entries, 2, s.leaf_chunk_tokens)
         if relaxed:
@@ -123,6 +123,7 @@ class _Loop:
     ctx: PassContext
     prepared: Prepared
     reach: Reach
+    summarize: bool = True  # False: prepared summaries and local elisions only, no summarizer call
     skip: set[tuple[str, ...]] = field(default_factory=set)
     events: list[CompactionEvent] = field(default_factory=list)
     passes: int = 0
@@ -147,6 +148,8 @@ class _Loop:
                   else _expected_saving(wv, options[0], s, budget))
         if fit is None and options[0].kind == "elide":
             return options[0]
+        if fit is None and not self.summarize:
+            return None
         trim = trim_instead(wv, chunk, saving, excess)
         if trim is not None:
             return trim
@@ -174,10 +177,12 @@ class _Loop:
 
 
 async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *, reach: Reach,
-                        ceiling: int | None = None) -> tuple[WorkingView, list[CompactionEvent]]:
+                        ceiling: int | None = None,
+                        summarize: bool = True) -> tuple[WorkingView, list[CompactionEvent]]:
     """Substitutions and passes until `ctx.measure(wv) <= limit` (see the module docstring); once
-    the view fits `ceiling`, only moves that do not overshoot the limit much are taken."""
-    loop = _Loop(ctx, Prepared.load(ctx.tenant, wv.conversation_id), reach)
+    the view fits `ceiling`, only moves that do not overshoot the limit much are taken. With
+    `summarize` False it stops where a summarizer call would be needed (nothing prepared fits)."""
+    loop = _Loop(ctx, Prepared.load(ctx.tenant, wv.conversation_id), reach, summarize)
     while loop.passes < max(1, ctx.settings.max_recovery_iterations):
         before = ctx.measure(wv)
         if before <= limit:

@@ -106,8 +106,17 @@ def build_plan(system: Sequence[SystemMessage], anchor_block: Message | None,
     head = [s for m, s in zip(system, sys_slots, strict=True) if m.position not in trailing]
     tail = [s for m, s in zip(system, sys_slots, strict=True) if m.position in trailing]
     if anchor_block is not None:
-        head.append(Slot(anchor_block, anchor_tokens, "anchors", -len(system) - 1, "anchors"))
+        view.insert(anchor_position(view), Slot(anchor_block, anchor_tokens, "anchors",
+                                                -len(system) - 1, "anchors"))
     return Plan(tuple(head + view + tail), tools_tokens, budget)
+
+
+def anchor_position(view: Sequence[Slot]) -> int:
+    """Where the anchor block goes in the view: after its last summary (before the raw messages
+    that follow it), so a step that changes the block leaves what precedes it (the task, older
+    summaries) byte-identical for the provider's prompt cache; first when there is no summary."""
+    last = max((i for i, s in enumerate(view) if s.category == "summaries"), default=-1)
+    return last + 1
 
 
 def _trailing(system: Sequence[SystemMessage], request_length: int) -> set[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compaction.anchors.extract import render_anchor_block
 from compaction.messages import private_positions, strip_private_fields
@@ -124,11 +124,15 @@ def measure_request(ctx: RequestContext, wv: WorkingView) -> int:
 
 def anchor_block_for(tenant: TenantAccess, cid: str, wv: WorkingView, budget: Budget,
                      counter: TokenCounter) -> Message | None:
-    """The anchor block of the view's snapshot (stable between steps); None before any step."""
+    """The anchor block of the view's snapshot (stable between steps); None before any step.
+
+    The snapshot's anchors were active when it was taken and render so until the next step, even
+    when a newer value supersedes one meanwhile (the block's bytes, the prompt cache's prefix, stay)."""
     if not wv.anchor_ids:
         return None
     wanted = set(wv.anchor_ids)
-    anchors = [a for a in tenant.anchors(cid, include_superseded=True) if a.id in wanted]
+    anchors = [a if a.status == "active" else replace(a, status="active")
+               for a in tenant.anchors(cid, include_superseded=True) if a.id in wanted]
     return render_anchor_block(anchors, max_tokens=budget.anchor_max, counter=counter)
 
 

@@ -250,6 +250,7 @@ def cache_breakpoints(body: Mapping[str, Any]) -> int:
 
 
 MAX_BREAKPOINTS = 4  # Anthropic's limit per request
+ENGINE_BLOCK_PREFIX = "<ctxproxy:"  # how the anchor block and summaries begin
 
 
 def mark_stable_prefix(system: list[Block], client_system_blocks: int, client_marks: int) -> list[Block]:
@@ -259,6 +260,6 @@ def mark_stable_prefix(system: list[Block], client_system_blocks: int, client_ma
     if len(system) <= client_system_blocks or client_marks >= MAX_BREAKPOINTS:
         return system
     last = system[-1]
-    if "cache_control" in last:
-        return system
+    if "cache_control" in last or not str(last.get("text", "")).startswith(ENGINE_BLOCK_PREFIX):
+        return system  # the client's own block last (a hoisted note): its marks are the client's
     return [*system[:-1], {**last, "cache_control": {"type": "ephemeral"}}]

@@ -99,7 +99,7 @@ async def test_background_prepares_ahead_then_a_step_substitutes_without_waiting
         faithful: tuple[Engine, ScriptedSummarizer]) -> None:
     """Above the threshold, summaries are prepared off the request path and the view stays put
     (every request extends the previous one); the first request that no longer fits substitutes
-    them, landing near the target with raw messages, and no summarizer runs while it waits."""
+    them, landing at the target or a chunk below it, and no summarizer runs while it waits."""
     engine, summarizer = faithful
     msgs = history(48, words=40)
     first = await engine.prepare(turn(msgs))
@@ -123,7 +123,8 @@ async def test_background_prepares_ahead_then_a_step_substitutes_without_waiting
     assert step.summary_ids and step.prefix_stable is False  # the one request whose prefix moved
     target = step.budget * SMALL.target_token_percent // 100
     tolerance = step.budget * LANDING_TOLERANCE_PERCENT // 100  # whole chunks land near, not exactly at
-    assert abs(step.tokens_forwarded - target) <= tolerance and step.tokens_forwarded <= step.budget
+    # deep: at or below the target (whole prepared chunks), keeping at least half of it raw or summarized
+    assert target // 2 <= step.tokens_forwarded <= target + tolerance
     assert step.budget_unused_ratio == round(1 - step.tokens_forwarded / step.budget, 4)
     reply = asst("ok")
     engine.record_reply(step, turn(msgs), reply)

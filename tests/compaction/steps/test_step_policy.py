@@ -50,7 +50,8 @@ def test_summary_target_scales_to_the_window_and_is_at_most_a_third_of_the_input
 
 
 async def test_background_step_prepares_down_to_its_level_and_leaves_the_view(engine: Engine) -> None:
-    settings = replace(DEFAULTS, fresh_tail_max_percent=25)  # room to prepare below the tail
+    # room to prepare below the tail, and a preparation level the ~23 messages can reach
+    settings = replace(DEFAULTS, fresh_tail_max_percent=25, prepare_token_percent=60, target_token_percent=90)
     msgs = history(23, words=150)  # ~155-token messages
     t = turn(msgs, window=WINDOW, settings=settings)
     first = await engine.prepare(t)
