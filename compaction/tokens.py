@@ -9,12 +9,15 @@ when a `name` is present, +3 to prime the reply.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, cast
+
+import orjson
 
 from compaction import llm
 from compaction.messages import OPAQUE_TEXT_FIELD
@@ -96,13 +99,26 @@ def _counter_for_encoding(name: str) -> TokenCounter:
     return counter
 
 
+TOOLS_KEY_BYTES = 128  # what one memoised tool list costs: its digest key and count
+
+
+def _tools_key(tools: Sequence[Mapping[str, Any]]) -> tuple[str, bytes] | None:
+    """A tool list's identity for the count memo: the digest of its canonical JSON (None: not JSON)."""
+    try:
+        encoded = orjson.dumps(list(tools), option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    return ("tools", hashlib.blake2b(encoded, digest_size=16).digest())
+
+
 class TokenCounter:
     """Counts text, messages and tool schemas for one tokenizer. Get one with `for_model`."""
 
     def __init__(self, encoding_name: str, encode_len: Callable[[str], int]) -> None:
         self.encoding_name = encoding_name
         self._encode_len = encode_len
-        self._recounted: SizedLru[tuple[tuple[str, str], ...], int] = SizedLru(RECOUNTED_BYTES)
+        # recurring messages by their fields, and tool lists by their schemas' digest
+        self._recounted: SizedLru[tuple[Any, ...], int] = SizedLru(RECOUNTED_BYTES)
 
     @classmethod
     def for_model(cls, model: str) -> TokenCounter:
@@ -178,6 +194,15 @@ class TokenCounter:
         """
         if not tools:
             return 0
+        key = _tools_key(tools)
+        found = self._recounted.get(key) if key is not None else None
+        if found is None:
+            found = self._count_tools(tools)
+            if key is not None:  # an agent resends the same schemas (often ~10k tokens) every turn
+                self._recounted.put(key, found, TOOLS_KEY_BYTES)
+        return found
+
+    def _count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
         total = TOOLS_FRAMING
         for tool in tools:
             inner = tool.get("function")

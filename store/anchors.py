@@ -21,12 +21,12 @@ Values are matched on token boundaries ("5" is not mentioned in "port 5432").
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from store import rows
 from store.ingest import Runner
@@ -46,14 +46,62 @@ class RevisionDraft(AnchorDraft):
     sentence: str = ""  # the sentence, verbatim
 
 
-def _active_rows(run: Runner, cid: str, kind: str | None = None) -> list[sqlite3.Row]:
+Row = dict[str, Any]
+
+
+def _active_rows(run: Runner, cid: str) -> list[Row]:
     sql = ("SELECT * FROM anchors WHERE tenant_id = :tenant AND conversation_id = :cid "
-           "AND status = 'active'" + (" AND kind = :kind" if kind is not None else "") + " ORDER BY id")
-    return list(run(sql, {"cid": cid, "kind": kind}).fetchall())
+           "AND status = 'active' ORDER BY id")
+    return [_as_dict(r) for r in run(sql, {"cid": cid}).fetchall()]
 
 
-def _same_key(run: Runner, cid: str, draft: AnchorDraft) -> sqlite3.Row | None:
-    return next((r for r in reversed(_active_rows(run, cid, draft.kind)) if r["key"] == draft.key), None)
+def _as_dict(row: Any) -> Row:
+    """A backend's result row (sqlite3.Row, store/postgres/db.Row) as a plain dict."""
+    columns = row.keys()  # iterating a sqlite3.Row gives its values, not its column names
+    return {k: row[k] for k in columns}
+
+
+class _Active:
+    """A conversation's active anchors, read once per upsert and kept current as its drafts apply:
+    each draft then finds its same-key anchor and the copies of a superseded value by index, not by
+    reading every active anchor again (an imported history brings thousands of drafts)."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self.rows: dict[int, Row] = {}  # by id, in id order
+        self._by_key: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._by_value: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._decisions: dict[int, None] = {}
+        for row in rows:
+            self.add(row)
+
+    def add(self, row: Row) -> None:
+        anchor_id = int(row["id"])
+        self.rows[anchor_id] = row
+        self._by_key[(row["kind"], row["key"])].append(anchor_id)
+        self._by_value[(row["kind"], row["value"])].append(anchor_id)
+        if row["kind"] == "decision":
+            self._decisions[anchor_id] = None
+
+    def discard(self, anchor_id: int) -> None:
+        row = self.rows.pop(anchor_id, None)
+        if row is not None:
+            self._by_key[(row["kind"], row["key"])].remove(anchor_id)
+            self._by_value[(row["kind"], row["value"])].remove(anchor_id)
+            self._decisions.pop(anchor_id, None)
+
+    def same_key(self, kind: str, key: str) -> Row | None:
+        ids = self._by_key.get((kind, key))
+        return self.rows[ids[-1]] if ids else None
+
+    def of_kind(self, kind: str | None = None) -> list[Row]:
+        return [r for r in self.rows.values() if kind is None or r["kind"] == kind]
+
+    def copy_candidates(self, old: Row) -> list[Row]:
+        """Active anchors that could restate `old` (same kind and value, or a decision), in id order."""
+        ids = set(self._by_value.get((old["kind"], old["value"]), ()))
+        if old["kind"] != "decision":
+            ids.update(self._decisions)
+        return [self.rows[i] for i in sorted(ids)]
 
 
 def _insert(run: Runner, cid: str, draft: AnchorDraft, superseded_by: int | None,
@@ -78,10 +126,10 @@ def _mark(run: Runner, anchor_id: int, by: int) -> None:
         "AND id = :id", {"by": by, "id": anchor_id})
 
 
-def _supersede(run: Runner, cid: str, old: sqlite3.Row, by: int) -> list[int]:
+def _supersede(run: Runner, active: _Active, old: Row, by: int) -> list[int]:
     """Supersede `old` and the active copies of the same fact (see `_is_copy`)."""
     gone = [int(old["id"])]
-    for row in _active_rows(run, cid):
+    for row in active.copy_candidates(old):
         if row["id"] == old["id"] or row["id"] == by or row["kind"] == "pinned":
             continue
         if _is_copy(row, old) or (row["kind"] == old["kind"] and row["value"] == old["value"]
@@ -89,10 +137,11 @@ def _supersede(run: Runner, cid: str, old: sqlite3.Row, by: int) -> list[int]:
             gone.append(int(row["id"]))
     for anchor_id in gone:
         _mark(run, anchor_id, by)
+        active.discard(anchor_id)
     return gone
 
 
-def _is_copy(row: sqlite3.Row, old: sqlite3.Row) -> bool:
+def _is_copy(row: Row, old: Row) -> bool:
     """`row` restates the fact `old` held: the same value of the same kind about the same thing (its
     key shares a word with old's key, or is the bare value), or a decision quoting old's value.
 
@@ -108,7 +157,7 @@ def _is_copy(row: sqlite3.Row, old: sqlite3.Row) -> bool:
     return row["key"] == bare or bool(key_words(str(row["key"])) & old_words)
 
 
-def _misread_copy(run: Runner, row: sqlite3.Row, old: sqlite3.Row) -> bool:
+def _misread_copy(run: Runner, row: Row, old: Row) -> bool:
     """An equal value whose label was read from a clause that also names old's key ("the budget for
     goodwill on this account is $4,500": key "account", but the budget's value)."""
     found = run("SELECT text FROM messages WHERE tenant_id = :tenant AND id = :id",
@@ -141,7 +190,7 @@ def key_words(key: str) -> set[str]:
     return set(_KEY_WORD.findall(key.lower())) - {"hypothesis", "decision", "ruled", "out"}
 
 
-def _mentioned(row: sqlite3.Row, draft: RevisionDraft, min_shared: int) -> tuple[int, int] | None:
+def _mentioned(row: Row, draft: RevisionDraft, min_shared: int) -> tuple[int, int] | None:
     """How strongly the sentence points at `row`: (value mentioned, shared key words), or None."""
     if value_in(str(row["value"]), draft.sentence):
         return (1, 0)
@@ -149,9 +198,9 @@ def _mentioned(row: sqlite3.Row, draft: RevisionDraft, min_shared: int) -> tuple
     return (0, shared) if shared >= min_shared else None
 
 
-def _correction_target(run: Runner, cid: str, draft: RevisionDraft) -> sqlite3.Row | None:
-    best: tuple[tuple[int, int, int], sqlite3.Row] | None = None
-    for row in _active_rows(run, cid, draft.kind):
+def _correction_target(active: _Active, draft: RevisionDraft) -> Row | None:
+    best: tuple[tuple[int, int, int], Row] | None = None
+    for row in active.of_kind(draft.kind):
         score = _mentioned(row, draft, 1)
         if score is None or row["source_seq"] > draft.source_seq:
             continue
@@ -160,46 +209,54 @@ def _correction_target(run: Runner, cid: str, draft: RevisionDraft) -> sqlite3.R
     return None if best is None else best[1]
 
 
-def _apply(run: Runner, cid: str, draft: AnchorDraft, added: list[Anchor], gone: list[int]) -> None:
+def _apply(run: Runner, cid: str, active: _Active, draft: AnchorDraft, added: list[Anchor],
+           gone: list[int]) -> None:
     """One draft: plain same-key supersession, or a revision resolved against active anchors."""
     if isinstance(draft, RevisionDraft) and draft.action == "retract":
-        _retract(run, cid, draft, added, gone)
+        _retract(run, cid, active, draft, added, gone)
         return
-    active = _same_key(run, cid, draft)
+    current = active.same_key(draft.kind, draft.key)
     key = None
-    if active is None and isinstance(draft, RevisionDraft):
-        active = _correction_target(run, cid, draft)
-        key = None if active is None else str(active["key"])
-    if active is not None and active["value"] == draft.value:
+    if current is None and isinstance(draft, RevisionDraft):
+        current = _correction_target(active, draft)
+        key = None if current is None else str(current["key"])
+    if current is not None and current["value"] == draft.value:
         return
-    if active is not None and draft.source_seq >= 0 and active["source_seq"] > draft.source_seq:
-        gone.append(_insert(run, cid, draft, superseded_by=int(active["id"])))
+    if current is not None and draft.source_seq >= 0 and current["source_seq"] > draft.source_seq:
+        gone.append(_insert(run, cid, draft, superseded_by=int(current["id"])))
         return
-    new_id = _insert(run, cid, draft, superseded_by=None, key=key)
-    added.append(_get(run, new_id))
-    if active is not None:
-        gone += _supersede(run, cid, active, new_id)
+    _added(run, cid, active, _insert(run, cid, draft, superseded_by=None, key=key), added)
+    if current is not None:
+        gone += _supersede(run, active, current, added[-1].id)
 
 
-def _retract(run: Runner, cid: str, draft: RevisionDraft, added: list[Anchor], gone: list[int]) -> None:
+def _added(run: Runner, cid: str, active: _Active, anchor_id: int, added: list[Anchor]) -> None:
+    """Note an inserted active anchor: returned to the caller, and indexed for the next drafts."""
+    row = run("SELECT * FROM anchors WHERE tenant_id = :tenant AND id = :id", {"id": anchor_id}).fetchone()
+    added.append(rows.anchor(row))
+    active.add(_as_dict(row))
+
+
+def _retract(run: Runner, cid: str, active: _Active, draft: RevisionDraft, added: list[Anchor],
+             gone: list[int]) -> None:
     """Supersede what the ruling-out sentence names; the sentence itself becomes the record."""
-    targets = [r for r in _active_rows(run, cid) if r["kind"] in RETRACTABLE_KINDS
+    targets = [r for r in active.of_kind() if r["kind"] in RETRACTABLE_KINDS
                and r["source_seq"] <= draft.source_seq
                and _mentioned(r, draft, 2 if r["kind"] == "decision" else 1) is not None]
-    if not targets or _same_key(run, cid, draft) is not None:
+    if not targets or active.same_key(draft.kind, draft.key) is not None:
         return
-    new_id = _insert(run, cid, draft, superseded_by=None)
-    added.append(_get(run, new_id))
+    _added(run, cid, active, _insert(run, cid, draft, superseded_by=None), added)
     for row in targets:
         if int(row["id"]) not in gone:  # a cascade may have superseded it already
-            gone += _supersede(run, cid, row, new_id)
+            gone += _supersede(run, active, row, added[-1].id)
 
 
 def upsert_anchors(run: Runner, cid: str, drafts: Sequence[AnchorDraft]) -> tuple[list[Anchor], list[Anchor]]:
     """Apply drafts inside the caller's transaction; return (added, superseded)."""
     added: list[Anchor] = []
     gone: list[int] = []
+    active = _Active(_active_rows(run, cid))
     for draft in sorted(drafts, key=lambda d: d.source_seq):  # stable: keeps in-message order
-        _apply(run, cid, draft, added, gone)
+        _apply(run, cid, active, draft, added, gone)
     unique = list(dict.fromkeys(gone))
     return added, [_get(run, i) for i in unique]

@@ -29,8 +29,6 @@ IDENTITY = "conversation identity depends on exact bytes"
 GAPS: dict[tuple[str, str], str] = {
     ("aider", "conversation"): f"{IDENTITY}: aider rebuilds its history every turn",
     ("aider", "overhead"): "each rebuilt history is stored and planned from scratch",
-    ("claude", "overhead"): "the Messages route adds about 10 ms p50 (idle machine): over the 5 ms bound",
-    ("codex", "overhead"): "the Responses route adds about 4 ms p50 (idle machine): close to the 5 ms bound",
 }
 RESULTS = clis.AGENTS_DIR / "results"
 EARLY = "ctxproxy_early_forwards_total"

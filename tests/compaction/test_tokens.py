@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -165,3 +167,31 @@ def test_a_message_built_again_is_not_tokenized_again() -> None:
     assert counter.count_recurring(dict(rendered)) == first and len(texts) == calls  # a new, equal dict
     counter.count_recurring({**rendered, "content": "another summary"})
     assert texts[-1] == "another summary"
+
+
+def test_resent_tool_schemas_are_not_tokenized_again() -> None:
+    """An agent resends the same (large) tool list every turn: counted once, then by its digest."""
+    texts: list[str] = []
+
+    def words(text: str) -> int:
+        texts.append(text)
+        return len(text.split())
+
+    counter = TokenCounter("spy", words)
+    def read_tool(description: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": "read", "description": description,
+                                                 "parameters": {"type": "object", "properties": {
+                                                     "path": {"type": "string"}}}}}
+
+    tool = read_tool("Read a file by path")
+    first = counter.count_tools([tool])
+    calls = len(texts)
+    assert counter.count_tools([json.loads(json.dumps(tool))]) == first and len(texts) == calls
+    changed = counter.count_tools([read_tool("Read a file by its path")])  # a changed schema: counted
+    assert changed == first + 1 and len(texts) > calls
+
+
+def test_tools_that_are_not_json_are_still_counted() -> None:
+    counter = TokenCounter.for_model("gpt-4o-mini")
+    tool = {"type": "function", "function": {"name": "f", "parameters": {1: {"type": "string"}}}}
+    assert counter.count_tools([tool]) == counter.count_tools([tool]) > tokens.TOOLS_FRAMING

@@ -9,7 +9,7 @@ import pytest
 
 from compaction.anchors.extract import extract_anchors
 from config.settings import StoreSettings
-from store.anchors import value_in
+from store.anchors import upsert_anchors, value_in
 from store.models import AnchorDraft, StoredMessage
 from store.sqlite.store import Store
 from store.tenant import TenantStore
@@ -73,3 +73,24 @@ def test_a_decision_containing_the_value_inside_a_number_is_kept(tenant: TenantS
 ])
 def test_value_in_matches_on_boundaries(value: str, text: str, found: bool) -> None:
     assert value_in(value, text) is found
+
+
+def test_many_drafts_read_the_active_anchors_once(tenant: TenantStore) -> None:
+    """An imported history brings thousands of drafts: the active anchors are read once per upsert
+    and kept current in memory, not read again for every draft (that was quadratic)."""
+    cid, msgs = _apply(tenant, "ok")
+    reads: list[str] = []
+
+    def counting(sql: str, params: dict[str, object] | None = None) -> object:
+        if sql.startswith("SELECT * FROM anchors") and "status = 'active'" in sql:
+            reads.append(sql)
+        return tenant._run(sql, params)
+
+    drafts = [AnchorDraft("identifier", f"j{i:04d}", f"state {i % 3}", msgs[0].id, i) for i in range(300)]
+    drafts += [AnchorDraft("identifier", f"j{i:04d}", "done", msgs[0].id, 300 + i) for i in range(0, 300, 2)]
+    with tenant._tx(cid):
+        added, gone = upsert_anchors(counting, cid, drafts)  # type: ignore[arg-type]
+    assert len(reads) == 1
+    assert len(added) == 450 and sorted(a.key for a in gone) == [f"j{i:04d}" for i in range(0, 300, 2)]
+    active = _active(tenant, cid, "identifier")
+    assert ("j0002", "done") in active and ("j0003", "state 0") in active and len(active) == 300
