@@ -2,8 +2,11 @@
 
 A request that must compact synchronously gets one `Deadline` (`compaction.sync_deadline_s`): the LLM
 summarizer is called only while time is left, each call bounded by what is left; past it the request
-goes on with the local levels (extractive, truncation), which never wait on the network. Background
-steps run without a deadline (`Deadline.never()`).
+goes on with the local levels (extractive, truncation), which never wait on the network, for at most
+`LOCAL_GRACE_S` more: then no new pass starts, and the request is truncated to fit (the store keeps
+everything; background steps carry on from the view saved). A long history's local passes are CPU
+work too (an imported history's first request). Background steps run without a deadline
+(`Deadline.never()`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 
 Clock = Callable[[], float]
 MIN_CALL_S = 0.25  # an LLM call is not started with less than this left: it could not finish
+LOCAL_GRACE_S = 1.0  # past the deadline, local passes may still start for this long
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,11 @@ class Deadline:
     def passed(self) -> bool:
         left = self.remaining()
         return left is not None and left <= 0
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether even the local levels are out of time (the deadline plus `LOCAL_GRACE_S`)."""
+        return self.at is not None and self.clock() >= self.at + LOCAL_GRACE_S
 
     def allows_call(self) -> bool:
         """Whether a network call (an LLM summarizer level) may still start."""

@@ -86,10 +86,23 @@ def _match_by_external_id(run: Runner, external_id: str, hashes: list[str]) -> _
 def _match_by_chain(run: Runner, hashes: list[str]) -> _Match:
     """The longest stored prefix: the deepest valid hit among the request's chain hashes. A resend
     extends a stored history by a message or two, so the newest few hashes are asked first (one
-    small query); only when none of them is stored are all the others asked."""
+    small query). Otherwise the deepest is found by bisection: stored positions are prefix-closed
+    (a conversation holding the request's chain hash at seq i holds its first i messages too), so
+    one indexed single-hash query per halving finds it (an imported history: 15 small queries,
+    not one query over 20k hashes)."""
     tail = max(0, len(hashes) - TAIL_HASHES)
     match = _deepest_hit(run, hashes, tail)
-    return match if match.conversation is not None or not tail else _deepest_hit(run, hashes, 0, tail)
+    if match.conversation is not None or not tail:
+        return match
+    low, high, found = 0, tail, _Match(None, 0)  # hashes[:low] stored, hashes[high:tail] not
+    while low < high:
+        middle = (low + high) // 2
+        hit = _deepest_hit(run, hashes, middle, middle + 1)
+        if hit.conversation is None:
+            high = middle
+        else:
+            low, found = middle + 1, hit
+    return found
 
 
 def _deepest_hit(run: Runner, hashes: list[str], start: int, end: int | None = None) -> _Match:

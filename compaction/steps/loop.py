@@ -5,15 +5,18 @@ newer copy, steps/superseded.py; an old oversized tool result, elided in place b
 what is needed; then a full run of condensable summaries, else the oldest raw chunk
 before the fresh tail) and substitutes a prepared summary for one of them when
 there is one (no summarizer call), else runs one pass (passes.py) on the first. It stops at the
-limit, when no candidate is left, when a pass makes no progress, or after `max_recovery_iterations`
-passes. Its reach: `before_tail` keeps the fresh tail raw; `into_tail` (a request that does not fit
-otherwise) lets it shrink to the newest group, after merging whatever old summaries it can. The last
-user message is never summarized at either reach, nor a result a newer message refers back to
-(pinned, within its share of the budget).
+limit, when no candidate is left, when a pass makes no progress, after `max_recovery_iterations`
+passes, or once the request's deadline leaves no time even for local passes (compaction/deadline.py).
+It pauses between passes, so other conversations' work on the engine's loop goes on meanwhile. Its
+reach: `before_tail` keeps the fresh tail raw; `into_tail` (a request that does not fit otherwise)
+lets it shrink to the newest group, after merging whatever old summaries it can. The last user
+message is never summarized at either reach, nor a result a newer message refers back to (pinned,
+within its share of the budget).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -185,7 +188,7 @@ async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *, reach:
     loop = _Loop(ctx, Prepared.load(ctx.tenant, wv.conversation_id), reach, summarize)
     while loop.passes < max(1, ctx.settings.max_recovery_iterations):
         before = ctx.measure(wv)
-        if before <= limit:
+        if before <= limit or ctx.deadline.exhausted:  # out of time: the request is truncated to fit
             break
         room = ceiling - before if ceiling is not None and before <= ceiling else None
         move = loop.next_move(wv, before - limit, room)
@@ -194,6 +197,7 @@ async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *, reach:
         wv, stop = await loop.apply(wv, move, before)
         if stop:
             break
+        await asyncio.sleep(0)  # one engine loop: other conversations' work runs between passes
     return wv, loop.events
 
 

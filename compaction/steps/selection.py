@@ -35,12 +35,26 @@ class Span:
 def spans(entries: Sequence[Entry]) -> list[Span]:
     """The groups of `entries`, in order."""
     out: list[Span] = []
+    start, group = 0, entries[0].group if entries else None
     for i, entry in enumerate(entries):
-        if out and entries[out[-1].start].group == entry.group:
-            out[-1] = Span(out[-1].start, i + 1)
-        else:
-            out.append(Span(i, i + 1))
+        if entry.group != group:
+            out.append(Span(start, i))
+            start, group = i, entry.group
+    if entries:
+        out.append(Span(start, len(entries)))
     return out
+
+
+def spans_from_end(entries: Sequence[Entry]) -> Iterator[Span]:
+    """The groups of `entries`, newest first, found lazily: a caller looking at the last few groups
+    of a long history (the fresh tail, the newest group) does not walk all of it."""
+    end = len(entries)
+    while end > 0:
+        group, start = entries[end - 1].group, end - 1
+        while start > 0 and entries[start - 1].group == group:
+            start -= 1
+        yield Span(start, end)
+        end = start
 
 
 def _tokens(entries: Sequence[Entry], span: Span) -> int:
@@ -49,8 +63,8 @@ def _tokens(entries: Sequence[Entry], span: Span) -> int:
 
 def newest_group_start(entries: Sequence[Entry]) -> int:
     """Index where the newest group starts (len(entries) when there is none)."""
-    groups = spans(entries)
-    return groups[-1].start if groups else len(entries)
+    newest = next(spans_from_end(entries), None)
+    return newest.start if newest is not None else len(entries)
 
 
 def protected_indices(entries: Sequence[Entry]) -> frozenset[int]:
@@ -63,12 +77,13 @@ def protected_indices(entries: Sequence[Entry]) -> frozenset[int]:
 def fresh_tail_start(entries: Sequence[Entry], count: int, max_tokens: int) -> int:
     """Index of the first fresh-tail entry: the newest whole groups within `count` messages and
     `max_tokens` tokens (the newest group always); normal passes summarize only before it."""
-    groups = spans(entries)
-    if not groups:
+    groups = spans_from_end(entries)
+    newest = next(groups, None)
+    if newest is None:
         return len(entries)
-    start = groups[-1].start
-    messages, tokens = len(entries) - start, _tokens(entries, groups[-1])
-    for span in reversed(groups[:-1]):
+    start = newest.start
+    messages, tokens = len(entries) - start, _tokens(entries, newest)
+    for span in groups:
         size, cost = span.end - span.start, _tokens(entries, span)
         if entries[span.start].kind == "summary" or messages + size > count or tokens + cost > max_tokens:
             break

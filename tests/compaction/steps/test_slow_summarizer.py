@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
+from compaction import ExtractiveSummarizer, deadline
 from compaction.engine import Engine
+from compaction.types import SummarizerChoice
+from config.settings import LiteLLMParams, ModelEntry, Settings
 from store.sqlite.store import Store
 from tests.compaction.conftest import asst, user
 from tests.compaction.test_engine import SMALL, history, make_engine, turn
@@ -106,3 +109,53 @@ async def test_concurrent_requests_do_not_wait_on_each_others_stuck_step(store: 
         assert first.tokens_forwarded <= first.budget and second.tokens_forwarded <= second.budget
     finally:
         await engine.aclose()
+
+
+async def test_past_the_deadline_and_its_grace_no_further_pass_starts(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local passes are CPU work on the engine's one loop (an imported history's first request):
+    once the deadline and its local grace are spent, no further pass starts and the request is
+    truncated to fit; nothing is lost (the store holds the whole history). With time left, the same
+    request compacts until it fits."""
+    monkeypatch.setattr(deadline, "LOCAL_GRACE_S", 0.0)
+    engine = make_engine(store, ScriptedSummarizer("faithful"))
+
+    async def passes(sync_deadline_s: float, topic: str) -> tuple[int, bool]:
+        msgs = [{"role": "system", "content": f"You are a {topic} agent."}, *history(70)[1:]]
+        settings = replace(SMALL, sync_deadline_s=sync_deadline_s)
+        prepared = await asyncio.wait_for(engine.prepare(turn(msgs, settings=settings)), HANG_GUARD_S)
+        assert prepared.tokens_forwarded <= prepared.budget
+        assert len(store.for_tenant("tenant-a").messages(prepared.conversation_id)) == len(msgs)
+        return (sum(e.outcome == "committed" and e.level != "elision" for e in prepared.events),
+                prepared.forced_truncation)
+
+    try:
+        with_time = await passes(60.0, "billing")
+        # 1 ms: LLM levels are skipped (too little time left for a call), the local ones stop at once
+        out_of_time = await passes(0.001, "shipping")
+    finally:
+        await engine.aclose()
+    assert with_time[0] > 1 and not with_time[1]
+    assert out_of_time[0] <= 1 and out_of_time[1]
+
+
+async def test_another_conversation_is_served_between_a_long_steps_passes(store: Store) -> None:
+    """A step with a local summarizer never waits on the network, so without a pause between its
+    passes it would hold the engine's loop until done: another conversation's small request is
+    prepared while the long step is still running."""
+    local = ExtractiveSummarizer()
+    engine = Engine(store, Settings((ModelEntry("*", LiteLLMParams("openai/*")),), compaction=SMALL),
+                    lambda turn: SummarizerChoice(local, {"model": local.name}))
+    done: list[str] = []
+
+    async def prepared(name: str, messages: list[dict[str, Any]]) -> None:
+        await engine.prepare(turn(messages))
+        done.append(name)
+
+    try:
+        await asyncio.wait_for(asyncio.gather(
+            prepared("long", history(120)), prepared("small", [user("Hello, a different conversation.")])),
+            HANG_GUARD_S)
+    finally:
+        await engine.aclose()
+    assert done == ["small", "long"]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.steps.selection import fresh_tail_start, spans
+from compaction.steps.selection import fresh_tail_start, newest_group_start, spans, spans_from_end
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES, group_messages, is_derived, validate_outgoing
 from compaction.types import Message
@@ -178,6 +178,19 @@ def test_the_fresh_tail_is_whole_groups_within_its_share(msgs: list[Message], co
         assert len(tail) <= count and sum(e.tokens for e in tail) <= max_tokens
     groups = group_messages([m for m in msgs if m["role"] not in SYSTEM_ROLES])
     assert len(spans(entries)) == len(groups)
+
+
+@given(st.lists(st.integers(0, 3), max_size=30))
+def test_spans_are_the_runs_of_equal_groups_whichever_end_they_are_read_from(groups: list[int]) -> None:
+    entries = [Entry("message", str(i), 1, "user", group, i) for i, group in enumerate(groups)]
+    found = spans(entries)
+    assert [e.group for span in found for e in entries[span.start:span.end]] == groups  # a partition
+    assert all(found[i].end == found[i + 1].start for i in range(len(found) - 1))
+    assert all(len({e.group for e in entries[span.start:span.end]}) == 1 for span in found)
+    firsts = [entries[span.start].group for span in found]
+    assert all(a != b for a, b in zip(firsts, firsts[1:], strict=False))  # maximal runs
+    assert list(spans_from_end(entries)) == found[::-1]
+    assert newest_group_start(entries) == (found[-1].start if found else 0)
 
 
 def _assert_skeleton_cannot_fit(plan: Plan, policy: str) -> None:
