@@ -125,6 +125,19 @@ def _store(r: dict[str, Any] | None) -> list[str]:
             f"{r['forwarded_share']:.1%} of the database, {by_length} per forwarded request."]
 
 
+def _imports(r: dict[str, Any] | None) -> list[str]:
+    if not r:
+        return []
+    rows = [f"| {x['messages']:,} | {x['import_s']:.2f} | {x['next_turn_s']:.2f} | {x['other_p50_ms']:.0f} | "
+            f"{x['other_p99_ms']:.0f} | {x['other_max_ms']:.0f} |" for x in r["rows"]]
+    return ["", "### An imported history beside another client", "",
+            f"One client imports a history in one request, then sends the next turn (window "
+            f"{r['window'] // 1000}k, `local/extractive`); another client sends a small request every 50 ms "
+            "meanwhile (`python -m bench.import_stall`).", "",
+            "| messages | import s | next turn s | other p50 ms | other p99 ms | other max ms |",
+            "|---|---|---|---|---|---|", *rows]
+
+
 def section(result: dict[str, Any], chart_rel: str) -> str:
     """The markdown of the bench section."""
     meta = result["meta"]
@@ -134,7 +147,8 @@ def section(result: dict[str, Any], chart_rel: str) -> str:
             f"Run time {meta['total_s']} s ({steps}). Raw figures: `bench/out/bench.json`. "
             "LiteLLM's proxy comes from `.venv-litellm-proxy` (`make bench-deps`, run by `make bench`).", ""]
     body = (_throughput(result["throughput"]) + _resend(result.get("resend")) + _cpu(result["cpu"], chart_rel)
-            + _memory_search(result["memory"], result["search"]) + _store(result.get("store")))
+            + _memory_search(result["memory"], result["search"]) + _store(result.get("store"))
+            + _imports(result.get("import_stall")))
     return "\n".join([*head, *body, END])
 
 

@@ -2,7 +2,8 @@
 
 Runs proxy overhead (direct vs ctxproxy vs LiteLLM proxy), the added latency of a resent 100k-token
 history beside the direct call, per-request CPU vs history size, memory over 20k requests (RssAnon
-and RssFile apart) and search over 100k messages; writes
+and RssFile apart), search over 100k messages and an imported 5k/20k/50k-message history beside
+another client; writes
 bench/out/bench.json, the CPU chart under docs/img/ and the bench section of docs/results.md
 (between the bench markers; the eval section is left alone).
 
@@ -21,7 +22,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cpu_scaling, memory, resend, scale_out, search_bench, search_pg, store_soak, throughput
+from bench import (
+    cpu_scaling,
+    import_stall,
+    memory,
+    resend,
+    scale_out,
+    search_bench,
+    search_pg,
+    store_soak,
+    throughput,
+)
 from bench.common import REPO, fmt_ratio
 
 OUT = REPO / "bench" / "out" / "bench.json"
@@ -35,14 +46,14 @@ def plans(quick: bool) -> dict[str, Any]:
         return {"throughput": throughput.Counts(), "resend": resend.Plan(), "cpu": cpu_scaling.Plan(),
                 "memory": memory.Plan(),
                 "search": (100_000, 300), "store": store_soak.Plan(), "scale_out": 2_000,
-                "search_pg": (100_000, 300)}
+                "search_pg": (100_000, 300), "import_stall": import_stall.Plan()}
     return {"throughput": throughput.Counts(n=50, n32=200, ttfb=30, warmup=5),
             "resend": resend.Plan(n=50, warmup=5),
             "cpu": cpu_scaling.Plan(sizes=(1_000, 10_000, 50_000), min_requests=3, max_requests=6,
                                     min_cpu_s=0.05, warmup=2),
             "memory": memory.Plan(requests=600, warmup=100, conversations=100, sample_every=200),
             "search": (5_000, 50), "store": store_soak.Plan(requests=500, conversations=25),
-            "scale_out": 200, "search_pg": (5_000, 50)}
+            "scale_out": 200, "search_pg": (5_000, 50), "import_stall": import_stall.Plan((2_000, 5_000))}
 
 
 def timed_step(name: str, step: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
@@ -74,6 +85,9 @@ def run(quick: bool = False, with_litellm: bool = True, plan: dict[str, Any] | N
                             seconds),
         "scale_out": timed_step("scaling out", lambda: asyncio.run(scale_out.run(p["scale_out"])),
                                 lambda r: scale_out.table(r, p["scale_out"]), seconds),
+        "import_stall": timed_step("imported history",
+                                   lambda: asyncio.run(import_stall.run(p["import_stall"])),
+                                   import_stall.table, seconds),
         "search_pg": timed_step("search on postgresql",
                                 lambda: search_pg.run(*p["search_pg"]) or {"skipped": True},
                                 search_pg.report, seconds),
@@ -139,7 +153,7 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
                  f"search p99 {s['search_p99_ms']:.2f} ms")
     lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
                  f"{s['bytes_per_stored_message']:.0f} bytes per stored message")
-    return lines + _scale_out_lines(r)
+    return lines + _scale_out_lines(r) + _import_lines(r.get("import_stall"))
 
 
 def _resend_line(r: dict[str, Any]) -> str:
@@ -159,6 +173,15 @@ def _scale_out_lines(r: dict[str, Any]) -> list[str]:
     if not pg.get("skipped"):
         lines.append(f"search on PostgreSQL: p99 {pg['p99_ms']:.2f} ms over {pg['messages']} messages")
     return lines
+
+
+def _import_lines(r: dict[str, Any] | None) -> list[str]:
+    """Per imported size: the import, the next turn and the other client's worst wait."""
+    if not r:
+        return []
+    return ["imported history: " + "; ".join(
+        f"{x['messages']} messages: import {x['import_s']:.1f} s, next turn {x['next_turn_s']:.1f} s, other "
+        f"client p99 {x['other_p99_ms']:.0f} ms (max {x['other_max_ms']:.0f})" for x in r["rows"])]
 
 
 def main(argv: list[str] | None = None) -> int:

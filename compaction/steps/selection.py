@@ -45,6 +45,17 @@ def spans(entries: Sequence[Entry]) -> list[Span]:
     return out
 
 
+def spans_from_start(entries: Sequence[Entry], end: int) -> Iterator[Span]:
+    """The groups of `entries[:end]`, oldest first, found lazily (no copy of the entries)."""
+    start = 0
+    while start < end:
+        group, stop = entries[start].group, start + 1
+        while stop < end and entries[stop].group == group:
+            stop += 1
+        yield Span(start, stop)
+        start = stop
+
+
 def spans_from_end(entries: Sequence[Entry]) -> Iterator[Span]:
     """The groups of `entries`, newest first, found lazily: a caller looking at the last few groups
     of a long history (the fresh tail, the newest group) does not walk all of it."""
@@ -104,12 +115,23 @@ def leaf_chunks(entries: Sequence[Entry], tail_start: int, min_fanout: int, chun
     A summary or a `keep` entry (the last user message) ends a run; pinned groups are skipped.
     """
     run: list[Span] = []
-    for span in spans(entries[:tail_start]):
+    pending = 0  # tokens of `run`
+    for span in spans_from_start(entries, tail_start):
         if entries[span.start].kind == "summary" or keep.intersection(range(span.start, span.end)):
             yield from _chunks_of(entries, run, min_fanout, chunk_tokens)
-            run = []
+            run, pending = [], 0
         elif not any(e.pinned for e in entries[span.start:span.end]):
             run.append(span)
+            pending += _tokens(entries, span)
+            # Over the cap, the leading chunk is settled (no later group changes it): yield it now,
+            # so a caller wanting the oldest few chunks of a long history does not walk all of it.
+            while pending > chunk_tokens:
+                chunk, used = _take_chunk(entries, run, min_fanout, chunk_tokens)
+                if chunk is None:  # cannot happen over the cap; kept so a change here stays safe
+                    break
+                yield chunk
+                pending -= sum(_tokens(entries, s) for s in run[:used])
+                run = run[used:]
     yield from _chunks_of(entries, run, min_fanout, chunk_tokens)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import bench_doc, cpu_scaling, memory, resend, run_all, store_soak, throughput
+from bench import bench_doc, cpu_scaling, import_stall, memory, resend, run_all, store_soak, throughput
 from bench.common import cpu_seconds, history, mapped_mb, pct, rss_mb, rss_split
 
 pytestmark = pytest.mark.integration  # the benches start servers as subprocesses
@@ -25,6 +25,7 @@ TINY: dict[str, Any] = {
     "store": store_soak.Plan(requests=40, conversations=8, concurrency=4),
     "scale_out": 40,
     "search_pg": (400, 6),
+    "import_stall": import_stall.Plan((300,)),
 }
 
 
@@ -74,7 +75,7 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
     assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "resent 100k-token history",
                                                 "cpu vs history size", "memory", "search", "store soak",
-                                                "scaling out", "search on postgresql"}
+                                                "scaling out", "imported history", "search on postgresql"}
     r = tiny_run["resend"]
     assert r["requests"] == 4 and r["tokens"] == 3_000
     assert all(r[target][k] > 0 for target in ("direct", "ctxproxy") for k in ("p50_ms", "p99_ms"))
@@ -89,6 +90,10 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert lines[1] == "litellm proxy: skipped (run make bench-deps)"
     assert lines[2].startswith("resent 3k-token history: added p50 ") and "beside the direct call" in lines[2]
     assert sum(line.startswith("cpu [") for line in lines) == 2
+    (imported,) = tiny_run["import_stall"]["rows"]
+    assert imported["messages"] == 300 and imported["import_s"] > 0 and imported["next_turn_s"] > 0
+    assert imported["other_requests"] >= 1 and imported["other_max_ms"] >= imported["other_p50_ms"] > 0
+    assert lines[-1].startswith("imported history: 300 messages: import ")
     json.dumps(tiny_run)  # bench.json must be serialisable
 
 
@@ -104,6 +109,7 @@ def test_results_doc_replaces_only_the_bench_section(tiny_run: dict[str, Any], t
     assert eval_block in text
     assert "](img/bench_cpu_scaling.png)" in text and "skipped (run `make bench-deps`)" in text
     assert "### Resent 3k-token history (agent loop, loopback)" in text and "**added by ctxproxy: p50" in text
+    assert "### An imported history beside another client" in text and "\n| 300 | " in text
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compaction.steps import selection
 from compaction.steps.selection import fresh_tail_start, newest_group_start, spans, spans_from_end
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES, group_messages, is_derived, validate_outgoing
@@ -191,6 +192,42 @@ def test_spans_are_the_runs_of_equal_groups_whichever_end_they_are_read_from(gro
     assert all(a != b for a, b in zip(firsts, firsts[1:], strict=False))  # maximal runs
     assert list(spans_from_end(entries)) == found[::-1]
     assert newest_group_start(entries) == (found[-1].start if found else 0)
+
+
+def _whole_run_leaf_chunks(entries: list[Entry], tail_start: int, min_fanout: int, chunk_tokens: int,
+                           keep: frozenset[int]) -> list[tuple[int, ...]]:
+    """leaf_chunks as first written: each run of raw groups gathered whole, then cut into chunks."""
+    out: list[tuple[int, ...]] = []
+    run: list[selection.Span] = []
+    for span in spans(entries[:tail_start]):
+        if entries[span.start].kind == "summary" or keep.intersection(range(span.start, span.end)):
+            out += selection._chunks_of(entries, run, min_fanout, chunk_tokens)
+            run = []
+        elif not any(e.pinned for e in entries[span.start:span.end]):
+            run.append(span)
+    return out + list(selection._chunks_of(entries, run, min_fanout, chunk_tokens))
+
+
+_ENTRY = st.tuples(st.integers(0, 2), st.integers(1, 400), st.sampled_from(["message", "message", "summary"]),
+                   st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ENTRY, max_size=40), st.integers(0, 40), st.integers(1, 6), st.integers(50, 900),
+       st.sets(st.integers(0, 39), max_size=2))
+def test_leaf_chunks_found_lazily_are_the_whole_runs_chunks(
+        shape: list[tuple[int, int, str, bool]], tail: int, fanout: int, cap: int, keep: set[int]) -> None:
+    entries: list[Entry] = []
+    group = 0
+    for i, (step, tokens, kind, pinned) in enumerate(shape):
+        group += step > 0
+        if kind == "summary":
+            entries.append(Entry("summary", str(i), tokens, "summary", group, i))
+        else:
+            entries.append(Entry("message", str(i), tokens, "user", group, i, pinned=pinned and step == 2))
+    tail = min(tail, len(entries))
+    lazy = list(selection.leaf_chunks(entries, tail, fanout, cap, keep=frozenset(keep)))
+    assert lazy == _whole_run_leaf_chunks(entries, tail, fanout, cap, frozenset(keep))
 
 
 def _assert_skeleton_cannot_fit(plan: Plan, policy: str) -> None:

@@ -1,0 +1,127 @@
+"""An imported history beside another client: how long the import waits, and how long the other waits.
+
+An agent resuming a session sends its whole history in one request. One client imports N messages
+(then sends the next turn of that conversation); meanwhile another client of the same ctxproxy sends
+small one-message requests to other conversations, one every 50 ms, and records their latencies. The
+fake upstream and ctxproxy (128k window, `local/extractive`) are separate processes on loopback.
+What the issue's targets look at: the import's and the next turn's latency, and the other client's
+p99 and worst wait while the import is in flight.
+
+    python -m bench.import_stall [--sizes 5000,20000,50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.common import HEADERS, MODEL, Server, pct, session, start_ctxproxy, start_upstream
+
+WINDOW = 128_000
+OTHER_EVERY_S = 0.05
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes: tuple[int, ...] = (5_000, 20_000, 50_000)
+
+
+def imported(n: int) -> list[dict[str, Any]]:
+    """A deterministic history of about `n` messages: job questions and answers with identifiers."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an operations assistant."}]
+    for i in range(n // 2):
+        messages.append({"role": "user", "content": f"question {i}: what is the status of job J-{i:05d} on "
+                                                    f"host h{i % 37}? " + "details " * 20})
+        messages.append({"role": "assistant", "content": f"job J-{i:05d} finished with code {i % 5} after "
+                                                         f"{i % 97} s " + "log " * 20})
+    messages.append({"role": "user", "content": "summarise what failed"})
+    return messages
+
+
+async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> float:
+    """Seconds of one call (which must succeed)."""
+    began = time.perf_counter()
+    async with http.post(url, json=body, headers=HEADERS) as resp:
+        raw = await resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{url}: {resp.status} {raw[:300]!r}")
+    return time.perf_counter() - began
+
+
+async def one_size(http: aiohttp.ClientSession, proxy: Server, n: int) -> dict[str, Any]:
+    """Import `n` messages, then the next turn, while the other client keeps sending."""
+    other_ms: list[float] = []
+    done = asyncio.Event()
+
+    async def other() -> None:
+        k = 0
+        while not done.is_set():
+            body = {"model": MODEL, "messages": [{"role": "user", "content": f"ping {n}-{k}"}]}
+            other_ms.append(await _post(http, proxy.chat_url, body) * 1000)
+            k += 1
+            await asyncio.sleep(OTHER_EVERY_S)
+
+    running = asyncio.create_task(other())
+    messages = imported(n)
+    try:
+        import_s = await _post(http, proxy.chat_url, {"model": MODEL, "messages": messages})
+        messages += [{"role": "assistant", "content": "J-00003 failed."}, {"role": "user", "content": "why?"}]
+        next_s = await _post(http, proxy.chat_url, {"model": MODEL, "messages": messages})
+    finally:
+        done.set()
+        await running
+    return {"messages": n, "import_s": round(import_s, 2), "next_turn_s": round(next_s, 2),
+            "other_requests": len(other_ms), "other_p50_ms": round(pct(other_ms, 50), 1),
+            "other_p99_ms": round(pct(other_ms, 99), 1), "other_max_ms": round(max(other_ms, default=0), 1)}
+
+
+async def run(plan: Plan) -> dict[str, Any]:
+    """One ctxproxy per size (a fresh store), the same fake upstream."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ctximport-") as tmp:
+        work = Path(tmp)
+        upstream = start_upstream(work)
+        try:
+            for n in plan.sizes:
+                proxy = start_ctxproxy(work, upstream.url, window=WINDOW, extractive=True,
+                                       name=f"ctx-import-{n}")
+                try:
+                    async with session(8) as http:
+                        rows.append(await one_size(http, proxy, n))
+                finally:
+                    proxy.stop()
+        finally:
+            upstream.stop()
+    return {"window": WINDOW, "rows": rows}
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"an imported history beside another client (window {result['window'] // 1000}k, "
+             f"local/extractive; the other client sends a small request every {OTHER_EVERY_S * 1000:g} ms)",
+             f"{'messages':>9}{'import s':>10}{'next turn s':>13}{'other n':>9}{'other p50 ms':>14}"
+             f"{'other p99 ms':>14}{'other max ms':>14}"]
+    for r in result["rows"]:
+        lines.append(f"{r['messages']:>9}{r['import_s']:>10.2f}{r['next_turn_s']:>13.2f}{r['other_requests']:>9}"
+                     f"{r['other_p50_ms']:>14.1f}{r['other_p99_ms']:>14.1f}{r['other_max_ms']:>14.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(str(s) for s in Plan.sizes))
+    args = parser.parse_args(argv)
+    plan = Plan(tuple(int(s) for s in args.sizes.split(",")))
+    print(table(asyncio.run(run(plan))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
