@@ -367,6 +367,8 @@ class Engine:
         counter = TokenCounter.for_model(turn.model)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, counter.count_tools(turn.tools)))
         pctx = self._pass_context(turn, budget, trigger, None, Deadline.never())
+        if trigger == "threshold":  # preparing ahead gives way to a request that must compact now
+            pctx = replace(pctx, interrupted=self._lock(cid).locked)
         tenant = self.store.for_tenant(turn.tenant_id)
         stored = recounted(tenant.conversation(cid).model, tenant.messages(cid), counter)
         wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,

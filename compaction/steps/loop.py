@@ -7,7 +7,8 @@ before the fresh tail) and substitutes a prepared summary for one of them when
 there is one (no summarizer call), else runs one pass (passes.py) on the first. It stops at the
 limit, when no candidate is left, when a pass makes no progress, after `max_recovery_iterations`
 passes, or once the request's deadline leaves no time even for local passes (compaction/deadline.py).
-It pauses between passes, so other conversations' work on the engine's loop goes on meanwhile. Its
+It pauses between passes, so other conversations' work on the engine's loop goes on meanwhile, and
+a background step ends after the pass under way once a request of its conversation waits for it. Its
 reach: `before_tail` keeps the fresh tail raw; `into_tail` (a request that does not fit otherwise)
 lets it shrink to the newest group, after merging whatever old summaries it can. The last user
 message is never summarized at either reach, nor a result a newer message refers back to (pinned,
@@ -195,7 +196,7 @@ async def compact_until(ctx: PassContext, wv: WorkingView, limit: int, *, reach:
         if move is None:
             break
         wv, stop = await loop.apply(wv, move, before)
-        if stop:
+        if stop or ctx.interrupted():
             break
         await asyncio.sleep(0)  # one engine loop: other conversations' work runs between passes
     return wv, loop.events

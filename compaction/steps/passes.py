@@ -73,6 +73,8 @@ class PassContext:
     observer: CompactionObserver = field(default_factory=NullObserver)  # hears every recorded step
     deadline: Deadline = field(default_factory=Deadline.never)  # request path: LLM levels until then
     detach: Detach | None = None  # takes over an LLM call the deadline cut, to finish off the path
+    # background: a request of the conversation is waiting for it (the step stops after its pass)
+    interrupted: Callable[[], bool] = field(default=lambda: False)
 
 
 @dataclass(frozen=True)

@@ -159,3 +159,20 @@ async def test_another_conversation_is_served_between_a_long_steps_passes(store:
     finally:
         await engine.aclose()
     assert done == ["small", "long"]
+
+
+async def test_a_background_step_gives_way_to_a_request_that_must_compact(store: Store) -> None:
+    """Preparing ahead is not worth a turn's wait: a request of the conversation that must compact
+    now takes over after the background pass under way, instead of waiting for the whole step."""
+    summarizer = ScriptedSummarizer("slow", delay_s=0.05)
+    engine = make_engine(store, summarizer)
+    try:
+        cid, msgs = await _background_step_in_flight(engine, summarizer)
+        over = [*msgs, user("Here is the full log: " + "line of log output " * 900)]
+        prepared = await asyncio.wait_for(engine.prepare(turn(over)), HANG_GUARD_S)
+        assert prepared.conversation_id == cid and prepared.tokens_forwarded <= prepared.budget
+        triggers = [e.trigger for e in store.for_tenant("tenant-a").events(cid)]  # in recorded order
+        first = triggers.index("hard_budget") if "hard_budget" in triggers else len(triggers)
+        assert triggers[:first].count("threshold") <= 2  # the pass under way (one more on a slow machine)
+    finally:
+        await engine.aclose()
