@@ -153,14 +153,19 @@ def test_a_recurring_count_is_the_count(message: dict[str, object]) -> None:
     assert counter.count_recurring(dict(message)) == counter.count_message(message)
 
 
-def test_a_message_built_again_is_not_tokenized_again() -> None:
+def spy_counter() -> tuple[TokenCounter, list[str]]:
+    """A counter of words that records every text it was asked to count."""
     texts: list[str] = []
 
     def words(text: str) -> int:
         texts.append(text)
         return len(text.split())
 
-    counter = TokenCounter("spy", words)
+    return TokenCounter("spy", words), texts
+
+
+def test_a_message_built_again_is_not_tokenized_again() -> None:
+    counter, texts = spy_counter()
     rendered = {"role": "system", "content": "Summary of earlier messages 3-9: the build passed."}
     first = counter.count_recurring(rendered)
     calls = len(texts)
@@ -171,13 +176,8 @@ def test_a_message_built_again_is_not_tokenized_again() -> None:
 
 def test_resent_tool_schemas_are_not_tokenized_again() -> None:
     """An agent resends the same (large) tool list every turn: counted once, then by its digest."""
-    texts: list[str] = []
+    counter, texts = spy_counter()
 
-    def words(text: str) -> int:
-        texts.append(text)
-        return len(text.split())
-
-    counter = TokenCounter("spy", words)
     def read_tool(description: str) -> dict[str, Any]:
         return {"type": "function", "function": {"name": "read", "description": description,
                                                  "parameters": {"type": "object", "properties": {
