@@ -116,9 +116,12 @@ def _insert(run: Runner, cid: str, draft: AnchorDraft, superseded_by: int | None
     return int(cur.lastrowid or 0)
 
 
+def _row(run: Runner, anchor_id: int) -> Any:
+    return run("SELECT * FROM anchors WHERE tenant_id = :tenant AND id = :id", {"id": anchor_id}).fetchone()
+
+
 def _get(run: Runner, anchor_id: int) -> Anchor:
-    row = run("SELECT * FROM anchors WHERE tenant_id = :tenant AND id = :id", {"id": anchor_id}).fetchone()
-    return rows.anchor(row)
+    return rows.anchor(_row(run, anchor_id))
 
 
 def _mark(run: Runner, anchor_id: int, by: int) -> None:
@@ -232,7 +235,7 @@ def _apply(run: Runner, cid: str, active: _Active, draft: AnchorDraft, added: li
 
 def _added(run: Runner, cid: str, active: _Active, anchor_id: int, added: list[Anchor]) -> None:
     """Note an inserted active anchor: returned to the caller, and indexed for the next drafts."""
-    row = run("SELECT * FROM anchors WHERE tenant_id = :tenant AND id = :id", {"id": anchor_id}).fetchone()
+    row = _row(run, anchor_id)
     added.append(rows.anchor(row))
     active.add(_as_dict(row))
 

@@ -34,15 +34,7 @@ class Span:
 
 def spans(entries: Sequence[Entry]) -> list[Span]:
     """The groups of `entries`, in order."""
-    out: list[Span] = []
-    start, group = 0, entries[0].group if entries else None
-    for i, entry in enumerate(entries):
-        if entry.group != group:
-            out.append(Span(start, i))
-            start, group = i, entry.group
-    if entries:
-        out.append(Span(start, len(entries)))
-    return out
+    return list(spans_from_start(entries, len(entries)))
 
 
 def spans_from_start(entries: Sequence[Entry], end: int) -> Iterator[Span]:
