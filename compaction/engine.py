@@ -159,7 +159,7 @@ class Engine:
 
     def record_reply(self, prepared: PreparedRequest, turn: ChatTurn, message: Message) -> None:
         """Store the provider's reply to the request's last message (counted once with the
-        conversation model's tokenizer); a regenerated reply branches there (store/reply.py)."""
+        conversation model's tokenizer); a regenerated reply branches there (store/history/reply.py)."""
         if prepared.last_seq is None:
             raise StoreError("internal: a prepared request without its last message seq")
         clean = strip_private_fields(message)

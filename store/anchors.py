@@ -29,8 +29,8 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from store import rows
-from store.ingest import Runner
 from store.models import Anchor, AnchorDraft
+from store.runner import Runner
 
 RETRACTABLE_KINDS = frozenset({"amount", "date", "decision"})  # ideas and values, never identities
 _KEY_WORD = re.compile(r"[a-z][a-z0-9_']+")

@@ -14,8 +14,8 @@ from typing import Any
 
 from config.errors import InvalidRequestError, NotFoundError
 from store.encoding.content import TOOL_RESULT_NOTE, content_text, media_parts, tool_calls
-from store.ingest import Runner
 from store.rows import in_list
+from store.runner import Runner
 
 MAX_EXPAND_IDS = 50
 

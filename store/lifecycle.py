@@ -9,7 +9,7 @@ store/sqlite/db.py `merge_step` and a TRUNCATE checkpoint).
 
 from __future__ import annotations
 
-from store.ingest import Runner
+from store.runner import Runner
 
 # Tables whose rows belong to one conversation (column conversation_id), summaries aside.
 OWNED_TABLES = ("messages", "anchors", "views", "compaction_events", "forwarded", "forwarded_tips",

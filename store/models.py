@@ -81,6 +81,7 @@ class IngestResult:
     messages: tuple[StoredMessage, ...]  # the request's full history, in order, as stored
     new_count: int  # how many of them were written by this call (0 on a pure resend)
     forked: bool  # the history diverged from a stored one and started a new conversation
+    revised: bool = False  # the client rebuilt the history; the conversation was revised in place
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ from typing import Any, Protocol
 
 from config.errors import NotFoundError
 from store import expand as expand_mod
-from store import ingest as ingest_mod
 from store import lifecycle, rows
-from store import reply as reply_mod
 from store import summaries as summaries_mod
 from store.anchors import upsert_anchors
 from store.encoding import forwarded as forwarded_mod
-from store.ingest import Cursor
+from store.history import ingest as ingest_mod
+from store.history import reply as reply_mod
+from store.history.prefix_rows import PrefixRows
 from store.interface import PassFinisher
 from store.models import (
     Anchor,
@@ -47,8 +47,8 @@ from store.models import (
     SummaryDraft,
     SummaryRecord,
 )
-from store.prefix_rows import PrefixRows
 from store.query.filters import validate
+from store.runner import Cursor
 
 ANONYMOUS_TENANT = "anonymous"
 OBJECTS_PER_QUERY = 500  # ids looked up in one statement (SQLite allows 32,766 parameters)
@@ -69,7 +69,7 @@ class TenantConnection(Protocol):
     def tenant_id(self) -> str: ...
 
     @property
-    def prefix_rows(self) -> PrefixRows: ...  # stored rows ingest already read (store/prefix_rows.py)
+    def prefix_rows(self) -> PrefixRows: ...  # stored rows ingest already read (store/history/prefix_rows.py)
 
     def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
         """Execute with `:tenant` bound; SQL that does not filter on `:tenant` is a bug (StoreError)."""
@@ -129,7 +129,7 @@ class TenantStore:
     def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
                count_tokens: Callable[[Message], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult:
-        """Store a request's history (only what is new); see store/ingest.py for identity rules.
+        """Store a request's history (only what is new); see store/history/ingest.py for identity rules.
         `keys`: the messages' exact JSON when the caller has it (store/encoding/running_hashes.py)."""
         with self._conn.ingest_transaction(messages):
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
@@ -140,7 +140,7 @@ class TenantStore:
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage:
         """Store the provider's reply (source='reply') to the request whose last message is
         `parent_seq` (its chain hash `parent_chain`, checked when given): appended at the tip, not
-        written again when already stored, else a new branch (store/reply.py)."""
+        written again when already stored, else a new branch (store/history/reply.py)."""
         with self._tx(conversation_id):
             conv = self._one("SELECT * FROM conversations WHERE tenant_id = :tenant AND id = :cid",
                              {"cid": conversation_id}, f"conversation {conversation_id!r}")

@@ -32,7 +32,7 @@ from store.models import Message, StoredMessage
 MAX_BYTES = 12 * 1024 * 1024  # about six resent 100k-token histories (at the estimate below)
 EXTENSION_BYTES = 64 * 1024  # new messages `extension` takes on (encoded, then counted on the loop)
 # Bytes of one kept message beyond its share of the encoding: its dict and its share of the tuple,
-# and its strings once more (the records of store/prefix_rows.py mostly hold them already).
+# and its strings once more (the records of store/history/prefix_rows.py mostly hold them already).
 _MESSAGE_BYTES = 512
 Key = tuple[str, str | None, bytes]  # (tenant, external conversation id, the first message's exact JSON)
 Expected = frozenset[str]  # tool call ids a tool result may answer next (compaction/messages.py)

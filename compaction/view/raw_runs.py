@@ -2,7 +2,7 @@
 
 The working view turns every run of raw stored messages into grouped `Entry`s on each request, and a
 resent history is the previous run plus a message or two. Ingest hands back the same StoredMessage
-records for a resent prefix (store/prefix_rows.py), and a record is frozen, so a run whose leading
+records for a resent prefix (store/history/prefix_rows.py), and a record is frozen, so a run whose leading
 records are the very objects of a run seen before has the same leading entries. Only the groups
 before the last one they share are reused (that group may grow: a tool round gaining results); it and
 everything after are built again. Bounded in records held, least recently used run first out.
@@ -21,7 +21,7 @@ from compaction.view.plan import grouped_entries
 from store.models import StoredMessage
 
 # Records held across runs: about 13 resent 100k-token histories. They are mostly the ones the store
-# keeps (store/prefix_rows.py); past its bound this keeps at most that many alive, with their entries.
+# keeps (store/history/prefix_rows.py); past its bound this keeps at most that many alive, with their entries.
 MAX_RECORDS = 4_096
 RunKey = tuple[str, int, int]  # (conversation id, first seq, first group key)
 

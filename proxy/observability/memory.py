@@ -1,7 +1,7 @@
 """The process's bounded caches, each with the bytes it holds and its bound (for /metrics and the bench).
 
 Request-path caches only (the ones that fill with traffic): the running-hash memos
-(store/encoding/running_hashes.py) and the store's stored-prefix rows (store/prefix_rows.py).
+(store/encoding/running_hashes.py) and the store's stored-prefix rows (store/history/prefix_rows.py).
 SQLite's own page cache is bounded by `store.cache_mib`, its memory map by `store.mmap_mib`
 (docs/operations.md "Memory").
 """
@@ -9,7 +9,7 @@ SQLite's own page cache is bounded by `store.cache_mib`, its memory map by `stor
 from __future__ import annotations
 
 from store.encoding import running_hashes
-from store.prefix_rows import PrefixRows
+from store.history.prefix_rows import PrefixRows
 
 
 def cache_fill(store: object | None) -> dict[str, tuple[int, int]]:

@@ -159,6 +159,16 @@ def chain_hashes(msgs: Sequence[Message], previous: str = "") -> list[str]:
     return chain_from_bodies(canonical_bodies(msgs), previous)
 
 
+def trimmed_hash(m: Message) -> str:
+    """The content hash of `m` with its text trimmed of surrounding whitespace: a client that rebuilds
+    its history may trim the replies it echoes (aider), which must not hide them
+    (store/history/revisions.py)."""
+    normal = normalise_message(m)
+    if isinstance(normal.get("content"), str):
+        normal = {**normal, "content": normal["content"].strip()}
+    return hashlib.sha256(canonical_ascii(normal)).hexdigest()
+
+
 def body_hash(body: bytes) -> str:
     """content_hash from a canonical body."""
     return hashlib.sha256(body).hexdigest()

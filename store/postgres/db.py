@@ -1,8 +1,9 @@
 """One PostgreSQL connection for the store: the store's `:name` SQL, rows like sqlite3's, transactions.
 
-The store's portable SQL (store/ingest.py, store/reply.py, store/anchors.py, ...) is written with
-`:name` parameters and reads rows by name or position; `Database.execute` translates the parameters
-to psycopg's, returns rows that answer both, and gives INSERTs a `lastrowid` (via `RETURNING id`).
+The store's portable SQL (store/history/ingest.py, store/history/reply.py, store/anchors.py, ...) is
+written with `:name` parameters and reads rows by name or position; `Database.execute` translates the
+parameters to psycopg's, returns rows that answer both, and gives INSERTs a `lastrowid` (via
+`RETURNING id`).
 Transactions are explicit (autocommit connection), nest through savepoints, and the outermost one
 can take a transaction-scoped advisory lock (released by COMMIT or ROLLBACK, or when a killed
 process's session ends). Independent reads can go together in one round trip (`read_many`).

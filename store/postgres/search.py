@@ -23,13 +23,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from store.ingest import Runner
 from store.models import SearchHit, SearchQuery
 from store.postgres.pattern import Compiled, compile_pg
 from store.query import filters
 from store.query.filters import Filters, parse_filters, where_clause
 from store.query.snippet import SNIPPET_TOKENS
 from store.query.snippet import snippet as word_snippet
+from store.runner import Runner
 
 Statement = tuple[str, dict[str, Any]]
 Kind = Literal["message", "summary"]

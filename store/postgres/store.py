@@ -18,12 +18,12 @@ from typing import Any, Literal
 from config.errors import StoreError
 from config.settings import StoreSettings
 from store.encoding.identity import canonical_bodies, chain_from_bodies
-from store.ingest import Cursor
+from store.history.prefix_rows import PrefixRows
 from store.models import SearchHit, SearchQuery
 from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import apply_migrations
-from store.prefix_rows import PrefixRows
+from store.runner import Cursor
 from store.tenant import TenantStore, tenant_id
 
 _OWN_CONVERSATION = "SELECT 1 FROM conversations WHERE tenant_id = :tenant AND id = :cid"
@@ -42,7 +42,7 @@ class PgStore:
         self.settings = settings
         self._secret = tenant_secret
         self.lock_keys: dict[tuple[str, str], str] = {}  # (tenant, conversation) -> its lock key
-        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/prefix_rows.py)
+        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/history/prefix_rows.py)
 
     @classmethod
     def open(cls, settings: StoreSettings) -> PgStore:

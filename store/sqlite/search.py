@@ -19,11 +19,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from store.ingest import Runner
 from store.models import SearchHit, SearchQuery
 from store.query import filters
 from store.query.filters import Filters, parse_filters, where_clause
 from store.query.snippet import SNIPPET_TOKENS
+from store.runner import Runner
 
 
 def _hex_token(prefix: str, value: str) -> str:

@@ -21,9 +21,9 @@ import sqlite_utils
 
 from config.errors import StoreError
 from config.settings import StoreSettings
-from store.ingest import Cursor
+from store.history.prefix_rows import PrefixRows
 from store.models import SearchHit, SearchQuery
-from store.prefix_rows import PrefixRows
+from store.runner import Cursor
 from store.sqlite import search as search_mod
 from store.sqlite.db import (
     FTS_INDEXES,
@@ -53,7 +53,7 @@ class Store:
         self.conn: sqlite3.Connection = db.conn
         self.lock = threading.RLock()
         self._secret = tenant_secret
-        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/prefix_rows.py)
+        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/history/prefix_rows.py)
 
     @classmethod
     def open(cls, settings: StoreSettings, *, autocheckpoint: bool = True) -> Store:

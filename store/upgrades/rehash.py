@@ -24,7 +24,7 @@ def rehash_messages(execute: Execute) -> int:
 def _rehash_conversation(execute: Execute, cid: str) -> int:
     """One conversation's messages, in seq order (one conversation's bodies in memory at a time)."""
     rows = execute("SELECT id, seq, chain_hash, content_hash, message_json FROM messages "
-                   "WHERE conversation_id = :cid ORDER BY seq", {"cid": cid}).fetchall()
+                   "WHERE conversation_id = :cid AND seq >= 0 ORDER BY seq", {"cid": cid}).fetchall()
     previous, changed = "", 0
     for expected_seq, row in enumerate(rows):
         if int(row[1]) != expected_seq:  # a gap: the chain past it cannot be recomputed

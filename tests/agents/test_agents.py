@@ -25,9 +25,7 @@ AGENTS: dict[str, Agent] = {"claude": clis.ClaudeCode(), "codex": clis.Codex(), 
 RECALL_TOOLS = {"context_search", "context_expand"}
 OVERHEAD_P50_MS = 5.0
 ROUTES = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
-IDENTITY = "conversation identity depends on exact bytes"
 GAPS: dict[tuple[str, str], str] = {
-    ("aider", "conversation"): f"{IDENTITY}: aider rebuilds its history every turn",
     ("aider", "overhead"): "each rebuilt history is stored and planned from scratch",
 }
 RESULTS = clis.AGENTS_DIR / "results"

@@ -1,4 +1,5 @@
-"""Ingest with the stored-prefix row cache answers exactly as a fresh read would (store/prefix_rows.py)."""
+"""Ingest with the stored-prefix row cache answers exactly as a fresh read would
+(store/history/prefix_rows.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 from compaction.types import Message
 from config.settings import StoreSettings
 from store.encoding.identity import chain_hashes
+from store.history.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, NOTHING_MADE, ROW_BYTES, Made, PrefixRows
 from store.interface import StoreBackend, TenantAccess
 from store.models import StoredMessage
-from store.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, NOTHING_MADE, ROW_BYTES, Made, PrefixRows
 from store.sqlite.store import Store
 from tests.store.store_helpers import TokenCounter, history
 

@@ -7,7 +7,7 @@ import openai
 from prometheus_client.parser import text_string_to_metric_families
 
 from store.encoding.running_hashes import MAX_KEY_BYTES, MAX_RUN_BYTES
-from store.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, ROW_BYTES
+from store.history.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, ROW_BYTES
 from tests.fakes.upstream import FakeUpstream, Reply
 
 

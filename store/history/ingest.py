@@ -4,9 +4,11 @@ Runs inside the caller's transaction, with the tenant-scoped runner of a TenantS
 (docs/architecture.md): with an external id, the newest conversation of the tenant with that id;
 without, the longest stored chain prefix (newest conversation wins a tie). Extending appends;
 a resent or shorter history adds nothing; a divergence forks a new conversation holding the full
-request history, with `forked_from` set (the old one is never modified). Without an external id, a
-shared prefix made only of system/developer messages (a common system prompt) is not a fork but a
-new conversation.
+request history, with `forked_from` set (the old one is never modified), unless the client rebuilt
+its history (every stored reply still there, new input after the newest): that revises the
+conversation in place (store/history/revisions.py). Without an external id, a shared prefix made only of
+system/developer messages (a common system prompt) is not a fork but a new conversation. Live rows
+have seq >= 0 (superseded ones are kept below zero), and every read here asks only for those.
 """
 
 from __future__ import annotations
@@ -16,41 +18,25 @@ import operator
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from config.errors import InvalidRequestError
 from store import rows
 from store.encoding.content import message_text
 from store.encoding.identity import body_hash, canonical_bodies, chain_of
 from store.encoding.running_hashes import exact_keys
+from store.history import revisions
+from store.history.prefix_rows import NOTHING_MADE, Made, PrefixRows, Row
 from store.models import Conversation, IngestResult, Message, StoredMessage, assembled
-from store.prefix_rows import NOTHING_MADE, Made, PrefixRows, Row
+from store.runner import Runner
 
 _MSG_COLUMNS = ("id, conversation_id, seq, role, token_count, chain_hash, content_hash, pinned, source, "
                 "created_at")
 TAIL_HASHES = 4  # newest chain hashes asked first when matching a request without an external id
+REBUILD_CANDIDATES = 4  # conversations sharing a diverging request's prefix asked whether it rebuilds them
 _SHARED = {s: s for s in ("system", "developer", "user", "assistant", "tool", "function", "client", "reply")}
-
-
-class Cursor(Protocol):
-    """What store code reads from a query, whatever the backend (sqlite3's cursor, or PostgreSQL's)."""
-
-    @property
-    def lastrowid(self) -> int | None: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-class Runner(Protocol):
-    """A TenantStore's one query function: binds `:tenant` itself."""
-
-    def __call__(self, sql: str, params: dict[str, Any] | None = None) -> Cursor: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +60,7 @@ def _match_by_external_id(run: Runner, external_id: str, hashes: list[str]) -> _
     if conv is None:
         return _Match(None, 0)
     stored = run("SELECT chain_hash FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
-                 "AND seq < :n ORDER BY seq", {"cid": conv["id"], "n": len(hashes)}).fetchall()
+                 "AND seq >= 0 AND seq < :n ORDER BY seq", {"cid": conv["id"], "n": len(hashes)}).fetchall()
     matched = 0
     for row, h in zip(stored, hashes, strict=False):
         if row[0] != h:
@@ -110,7 +96,7 @@ def _deepest_hit(run: Runner, hashes: list[str], start: int, end: int | None = N
     marks, params = rows.in_list("h", hashes[start:end])
     hits = run("SELECT m.seq, m.chain_hash, c.* FROM messages m JOIN conversations c ON c.id = "
                "m.conversation_id AND c.tenant_id = :tenant "
-               f"WHERE m.tenant_id = :tenant AND m.chain_hash IN {marks} "
+               f"WHERE m.tenant_id = :tenant AND m.chain_hash IN {marks} AND m.seq >= 0 "
                "ORDER BY m.seq DESC, c.created_at DESC, c.rowid DESC LIMIT 16", params).fetchall()
     for row in hits:  # equal chain hash implies equal position; checked against a collision anyway
         if hashes[row["seq"]] == row["chain_hash"] if row["seq"] < len(hashes) else False:
@@ -190,7 +176,7 @@ def _with_pins(cached: Sequence[Row], pinned: set[int]) -> list[Row]:
 
 def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
     """Stored rows seq start..upto-1 as plain tuples (`_MSG_COLUMNS` order). The conversation id, role
-    and source are shared strings, not one copy per row: rows are kept (store/prefix_rows.py)."""
+    and source are shared strings, not one copy per row: rows are kept (store/history/prefix_rows.py)."""
     found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
                 "AND seq >= :start AND seq < :upto ORDER BY seq", {"cid": cid, "start": start, "upto": upto})
     shared = _SHARED.get
@@ -230,40 +216,72 @@ def _forks(match: _Match, length: int) -> bool:
     return conv is not None and match.matched < conv["message_count"] and match.matched < length
 
 
+def _rebuilt(run: Runner, match: _Match, chain: Sequence[str], messages: Sequence[Message],
+             external_id: str | None) -> sqlite3.Row | None:
+    """The conversation a diverging request rebuilds (store/history/revisions.py), or None (it forks). The
+    matched one is asked first, then, without an external id, the others sharing the same prefix,
+    newest first (two sessions of one client share their opening: the replies tell them apart)."""
+    depth = match.matched
+    if match.conversation is None or _only_system(messages, depth):
+        return None
+    candidates = [match.conversation]
+    if external_id is None and depth:
+        candidates += [row for row in run(
+            "SELECT c.* FROM messages m JOIN conversations c ON c.id = m.conversation_id AND c.tenant_id "
+            "= :tenant WHERE m.tenant_id = :tenant AND m.chain_hash = :h AND m.seq = :s AND c.id <> :cid "
+            "AND c.message_count > :d ORDER BY c.created_at DESC, c.rowid DESC LIMIT :n",
+            {"h": chain[depth - 1], "s": depth - 1, "cid": match.conversation["id"], "d": depth,
+             "n": REBUILD_CANDIDATES - 1})]
+    return next((c for c in candidates if revisions.is_rebuild(run, c["id"], depth, messages[depth:])), None)
+
+
 def ingest(run: Runner, messages: Sequence[Message], *, model: str, external_id: str | None,
            count_tokens: Callable[[Message], int], prefix_rows: PrefixRows | None = None,
            keys: Sequence[bytes | None] | None = None) -> IngestResult:
     """Identify the conversation, store only new messages; the caller holds the transaction.
-    `prefix_rows`: the backend's cache of stored rows already read (store/prefix_rows.py); `keys`:
+    `prefix_rows`: the backend's cache of stored rows already read (store/history/prefix_rows.py); `keys`:
     the messages' `exact_keys` when the caller has them (store/encoding/running_hashes.py)."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
     keys = exact_keys(messages) if keys is None else keys
     chain, match = _identify(run, messages, external_id, keys)
     now = time.time()
-    conv, keep, forked = match.conversation, match.matched, False
+    conv, keep = match.conversation, match.matched
+    forked = revised = False
+    contents: list[str] | None = None  # content hashes of messages[keep:], when known
     if conv is not None and _forks(match, len(messages)):
-        forked = external_id is not None or not _only_system(messages, keep)
-        conv = insert_conversation(run, model, external_id, conv["id"] if forked else None, now)
-        keep = 0
+        contents = [body_hash(b) for b in canonical_bodies(messages[keep:])]
+        rebuilt = _rebuilt(run, match, chain, messages, external_id)
+        if rebuilt is not None:
+            conv = rebuilt
+            revisions.revise(run, conv["id"], keep)
+            revised = True
+        else:
+            forked = external_id is not None or not _only_system(messages, keep)
+            conv = insert_conversation(run, model, external_id, conv["id"] if forked else None, now)
+            contents = [body_hash(b) for b in canonical_bodies(messages[:keep])] + contents
+            keep = 0
     elif conv is None:
         conv = insert_conversation(run, model, external_id, None, now)
     stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows, keys) if keep else []
-    bodies = canonical_bodies(messages[keep:])  # the content hashes of what is new
+    if contents is None:
+        contents = [body_hash(b) for b in canonical_bodies(messages[keep:])]  # what is new
     for seq in range(keep, len(messages)):
         stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),
-                                     (chain[seq], body_hash(bodies[seq - keep])), "client", now))
+                                     (chain[seq], contents[seq - keep]), "client", now))
     new_count = len(messages) - keep if keep < len(messages) else 0
     if new_count:
         run("UPDATE conversations SET message_count = :count, updated_at = :now "
             "WHERE tenant_id = :tenant AND id = :cid",
             {"count": len(messages), "now": now, "cid": conv["id"]})
-    conversation = _conversation_after(conv, new_count, len(messages), now)
-    return IngestResult(conversation, tuple(stored), new_count, forked)
+    conversation = _conversation_after(conv, new_count, len(messages), now, revised)
+    return IngestResult(conversation, tuple(stored), new_count, forked, revised)
 
 
-def _conversation_after(row: sqlite3.Row, new_count: int, total: int, now: float) -> Conversation:
+def _conversation_after(row: sqlite3.Row, new_count: int, total: int, now: float,
+                        revised: bool) -> Conversation:
     base = rows.conversation(row)
     if not new_count:
         return base
-    return replace(base, message_count=max(base.message_count, total), updated_at=now)
+    count = total if revised else max(base.message_count, total)  # a revision may be shorter
+    return replace(base, message_count=count, updated_at=now)

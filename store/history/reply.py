@@ -14,11 +14,11 @@ import sqlite3
 import time
 
 from config.errors import StoreError
-from store import ingest as ingest_mod
 from store import rows
 from store.encoding.identity import body_hash, canonical_bodies, chain_from_bodies
-from store.ingest import Runner
+from store.history import ingest as ingest_mod
 from store.models import Message, StoredMessage
+from store.runner import Runner
 
 _COPIED = ("seq, role, token_count, chain_hash, content_hash, pinned, source, created_at, message_json, "
            "text")
@@ -46,8 +46,8 @@ def _fork(run: Runner, conv: sqlite3.Row, parent_seq: int, now: float) -> str:
     """A new conversation holding copies of messages 0..parent_seq (the FTS triggers index them)."""
     fork = ingest_mod.insert_conversation(run, conv["model"], conv["external_id"], conv["id"], now)
     run(f"INSERT INTO messages (tenant_id, conversation_id, {_COPIED}) SELECT tenant_id, :fork, "
-        f"{_COPIED} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid AND seq <= :upto "
-        "ORDER BY seq", {"fork": fork["id"], "cid": conv["id"], "upto": parent_seq})
+        f"{_COPIED} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid AND seq >= 0 "
+        "AND seq <= :upto ORDER BY seq", {"fork": fork["id"], "cid": conv["id"], "upto": parent_seq})
     return str(fork["id"])
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from store.encoding.running_hashes import as_held, kept, key_bytes
 from store.models import StoredMessage
 
-Row = tuple[Any, ...]  # store/ingest.py `_MSG_COLUMNS`, in order
+Row = tuple[Any, ...]  # store/history/ingest.py `_MSG_COLUMNS`, in order
 MAX_ROWS = 16_384  # some 50 resent 100k-token histories
 # Bytes one kept row costs at most: the tuple, its ints and float, two 64-hex hashes (the conversation
 # id, role and source strings are shared; tests/store/test_prefix_rows.py measures it). 7 MiB in all.
