@@ -134,12 +134,12 @@ class Engine:
             messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
                                                  expected=resent.expected)
             counter = await TokenCounter.for_model_async(turn.model)
-            sent = await self._forward_early(turn, resent, messages, counter, early)
+            sent, counted = await self._forward_early(turn, resent, messages, counter, early)
         else:
             resent, messages, expected, sent = start.resent, start.messages, start.expected, start.sent
-            counter = TokenCounter.for_model(turn.model)  # loaded: `early` found it so
+            counter, counted = TokenCounter.for_model(turn.model), {}  # loaded: `early` found it so
         ctx = self._context(turn, messages, resent.keys, await precounted(counter, messages,
-                                                                          encoded=resent.blob))
+                                                                          encoded=resent.blob, known=counted))
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
                                                        len(ctx.ingest.messages)) \
                 and ctx.tenant.view(ctx.conversation_id) is None:
@@ -150,7 +150,9 @@ class Engine:
             prepared, view_version = self._record(ctx, outcome), outcome.view_version
         if sent is not None and (differ := early_forward.differences(sent, prepared)):
             self.observer.on_early_mismatch(prepared.conversation_id, differ)
-        RESENDS.keep(resent, expected, early_forward.passthrough(prepared, messages, turn, view_version))
+        counts = tuple(m.token_count for m in ctx.ingest.messages)
+        RESENDS.keep(resent, expected,
+                     early_forward.passthrough(prepared, messages, turn, view_version, counts))
         return prepared
 
     def note_cache_read(self, prepared: PreparedRequest, turn: ChatTurn, tokens: int) -> None:
@@ -206,16 +208,23 @@ class Engine:
     # -- request path ---------------------------------------------------------------------------
 
     async def _forward_early(self, turn: ChatTurn, resent: Resent, messages: list[Message],
-                             counter: TokenCounter, early: EarlyForward | None) -> PreparedRequest | None:
+                             counter: TokenCounter, early: EarlyForward | None
+                             ) -> tuple[PreparedRequest | None, dict[int, int]]:
         """Hand `early` the forwarded request when it is known before the bookkeeping (as `early`
-        does on the HTTP loop, for a resend that `Engine.early` could not take); returns it."""
-        prior = resent.passing
-        if early is None or prior is None:
-            return None
-        sent = early_forward.extended(prior, turn, messages[resent.shared:], counter, resent.blob)
+        does on the HTTP loop, for a resend that `Engine.early` could not take, or a rebuilt
+        history); returns it, with the token counts of the messages it counted (by `id`)."""
+        if early is None:
+            return None, {}
+        new = messages[resent.shared:]
+        sent, counts = None, {}
+        if resent.passing is not None:
+            sent = early_forward.extended(resent.passing, turn, new, counter, resent.blob)
+        elif resent.rebuilding is not None:
+            sent, counts = early_forward.rebuilt(resent.rebuilding, resent.dropped, turn, new, counter,
+                                                 resent.blob) or (None, {})
         if sent is not None:
             await early(sent)
-        return sent
+        return sent, counts
 
     def _context(self, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
                  counts: Callable[[Message], int]) -> RequestContext:
@@ -437,14 +446,16 @@ def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     return replace(wv, view=view, latest_version=view.version)
 
 
-async def precounted(counter: TokenCounter, messages: list[Message],
-                     encoded: bytes | None = None) -> Callable[[Message], int]:
+async def precounted(counter: TokenCounter, messages: list[Message], encoded: bytes | None = None,
+                     known: Mapping[int, int] | None = None) -> Callable[[Message], int]:
     """The token counter ingest uses; for a large request every message is counted in a worker
     thread first (tokenising megabytes would stall the loop), a small one is counted as stored.
     `encoded`: the messages' UTF-8 JSON, when known: no longer than PRECOUNT_CHARS, their text is
-    shorter still (a character is at least a byte there), so it is not measured."""
+    shorter still (a character is at least a byte there), so it is not measured. `known`: counts
+    already made this request (by `id`), not made again."""
     def count(m: Message) -> int:
-        return counter.count_message(strip_private_fields(m))
+        found = known.get(id(m)) if known else None
+        return counter.count_message(strip_private_fields(m)) if found is None else found
 
     small_text = encoded is not None and len(encoded) < PRECOUNT_CHARS
     if len(messages) < PRECOUNT_MESSAGES and (small_text or _text_chars(messages) < PRECOUNT_CHARS):

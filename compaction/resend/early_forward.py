@@ -28,7 +28,8 @@ from compaction.messages import PRIVATE_FIELDS
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES
 from compaction.types import ChatTurn, PreparedRequest
-from store.encoding.identity import content_hash
+from store.encoding.identity import content_hash, trimmed_hash
+from store.history.revisions import MIN_KEPT, holds_in_order
 from store.models import Message
 
 # Handed the forwarded request before the bookkeeping, which goes on when it returns.
@@ -49,6 +50,8 @@ class Passthrough:
     signature: Signature
     reply_hash: str | None = None  # content hash of the reply this process stored after it
     reply_tokens: int = 0  # its token count as stored (what the full preparation counts for it)
+    reply_trimmed: str | None = None  # its trimmed hash (a client rebuilding its history may trim it)
+    counts: tuple[int, ...] = ()  # tokens of each forwarded message, as the full preparation counted
 
 
 def signature(turn: ChatTurn) -> Signature:
@@ -57,15 +60,16 @@ def signature(turn: ChatTurn) -> Signature:
 
 
 def passthrough(prepared: PreparedRequest, messages: list[Message], turn: ChatTurn,
-                view_version: int) -> Passthrough | None:
+                view_version: int, counts: tuple[int, ...]) -> Passthrough | None:
     """`prepared`'s Passthrough when it forwards `messages` themselves (no copy: no `pinned` was
-    stripped), with no summary, anchor, truncation or saved view; else None."""
+    stripped), with no summary, anchor, truncation or saved view; else None. `counts`: the
+    messages' tokens as counted."""
     if (prepared.compacted or prepared.forced_truncation or prepared.events or view_version
-            or len(prepared.messages) != len(messages)
+            or not len(prepared.messages) == len(messages) == len(counts)
             or not all(map(operator.is_, prepared.messages, messages))):
         return None
     return Passthrough(replace(prepared, last_seq=None, last_chain_hash=None, messages_json=None),
-                       signature(turn))
+                       signature(turn), counts=counts)
 
 
 def _continues(prior: Passthrough, new: list[Message]) -> bool:
@@ -94,6 +98,49 @@ def extended(prior: Passthrough, turn: ChatTurn, new: list[Message], counter: To
                    tokens_received=before.tokens_received + added,
                    tokens_forwarded=before.tokens_forwarded + added, occupancy=occupancy,
                    prefix_stable=True, messages_json=encoded)
+
+
+def rebuilt(prior: Passthrough, dropped: tuple[Message, ...], turn: ChatTurn, new: list[Message],
+            counter: TokenCounter, encoded: bytes | None = None
+            ) -> tuple[PreparedRequest, dict[int, int]] | None:
+    """The forwarded request of `turn` when it rebuilds `prior`'s: keeps its leading messages, drops
+    `dropped` (the rest of them), then `new`, which holds the dropped assistant messages and the reply
+    stored after `prior` (text trimmed), with more after that reply (`_holds_dropped`). The store revises
+    the same conversation (store/history/revisions.py), still uncompacted: its plan is the request as
+    received, when within the budget. With the new messages' token counts (by `id`), for ingest."""
+    kept = prior.prepared.messages[:len(prior.prepared.messages) - len(dropped)]
+    if (prior.reply_trimmed is None or not _may_rebuild(prior, kept, turn, new)
+            or not _holds_dropped(dropped, prior.reply_trimmed, new)):
+        return None
+    counts = {id(m): counter.count_message(m) for m in new}
+    change = sum(counts.values()) - sum(prior.counts[len(kept):])
+    before = prior.prepared
+    if before.tokens_forwarded + change > before.budget:
+        return None
+    occupancy = replace(before.occupancy, fresh_tail=before.occupancy.fresh_tail + change)
+    return replace(before, messages=(*kept, *new), tokens_received=before.tokens_received + change,
+                   tokens_forwarded=before.tokens_forwarded + change, occupancy=occupancy,
+                   prefix_stable=False, messages_json=encoded), counts
+
+
+def _may_rebuild(prior: Passthrough, kept: tuple[Message, ...], turn: ChatTurn, new: list[Message]) -> bool:
+    """What a rebuild's early forward needs besides the replies: the store's own rule (it keeps a
+    conversation's first messages, not only system ones), the prior's counts, the same parameters,
+    and new messages that are neither system messages nor carry ctxproxy's fields."""
+    return (len(kept) >= MIN_KEPT and not all(m.get("role") in SYSTEM_ROLES for m in kept)
+            and len(prior.counts) == len(prior.prepared.messages) and signature(turn) == prior.signature
+            and not any(m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new))
+
+
+def _holds_dropped(dropped: tuple[Message, ...], reply: str, new: list[Message]) -> bool:
+    """Whether `new` holds the reply stored after the previous request with new input after it, and
+    every assistant message the rebuild dropped from its old place. Which of those were provider
+    replies (they must stay in order, store/history/revisions.py) only the store knows; when it
+    disagrees, the request is planned in full and the difference reported."""
+    if not holds_in_order([reply], new):
+        return False
+    echoed = {trimmed_hash(m) for m in new if m.get("role") == "assistant"}
+    return all(trimmed_hash(m) in echoed for m in dropped if m.get("role") == "assistant")
 
 
 def confirmed(early: PreparedRequest, conversation_id: str, tokens_received: int, stored: int) -> bool:

@@ -26,6 +26,7 @@ import orjson
 
 from compaction.resend.early_forward import Passthrough
 from compaction.sized_lru import SizedLru
+from store.encoding.identity import trimmed_hash
 from store.encoding.running_hashes import exact_json, exact_keys, kept
 from store.models import Message, StoredMessage
 
@@ -63,6 +64,10 @@ class Resent:
     key: Key | None
     ends: tuple[int, ...] = ()  # offset in `blob` just past each shared message
     passing: Passthrough | None = None  # the previous request's, when this one resends all of it
+    # The previous request's, when this one keeps only its leading messages (a rebuilt history),
+    # and the previous request's messages it does not keep (compaction/resend/early_forward.py `rebuilt`).
+    rebuilding: Passthrough | None = None
+    dropped: tuple[Message, ...] = ()
 
 
 class Resends:
@@ -110,8 +115,8 @@ class Resends:
             return  # not this request's (another request of the conversation was kept since)
         follows = (reply.conversation_id == prior.passing.prepared.conversation_id
                    and reply.seq == len(prior.messages))
-        passing = (replace(prior.passing, reply_hash=reply.content_hash, reply_tokens=reply.token_count)
-                   if follows else None)
+        passing = (replace(prior.passing, reply_hash=reply.content_hash, reply_tokens=reply.token_count,
+                           reply_trimmed=trimmed_hash(reply.message)) if follows else None)
         self._held.put(cast("Key", key), replace(prior, passing=passing), prior.size)
 
     def compacted(self, conversation_id: str) -> None:
@@ -149,7 +154,8 @@ def _sharing(prior: Prior, received: list[Message], shared: int, blob: bytes, ke
     whole = shared == len(prior.messages)
     return Resent([*prior.messages[:shared], *received[shared:]], keys, shared,
                   prior.expected if whole else None, blob, key, prior.ends[:shared],
-                  prior.passing if whole else None)
+                  prior.passing if whole else None, None if whole else prior.passing,
+                  () if whole else prior.messages[shared:])
 
 
 def _encoded(messages: list[Message]) -> bytes | None:

@@ -39,13 +39,18 @@ def is_rebuild(run: Runner, cid: str, diverged: int, tail: Sequence[Message]) ->
                  "= :cid AND seq >= :d ORDER BY seq", {"cid": cid, "d": diverged}).fetchall()
     if not stored or stored[-1][0] != "reply":
         return False
+    replies = [trimmed_hash(json.loads(body)) for source, body in stored if source == "reply"]
+    return holds_in_order(replies, tail)
+
+
+def holds_in_order(replies: Sequence[str], tail: Sequence[Message]) -> bool:
+    """Whether `tail` holds assistant messages with the trimmed hashes `replies`, in that order, and
+    more after the last of them (new input)."""
     echoed = [trimmed_hash(m) if m.get("role") == "assistant" else "" for m in tail]
     at = 0
-    for source, body in stored:
-        if source != "reply":
-            continue
+    for reply in replies:
         try:
-            at = echoed.index(trimmed_hash(json.loads(body)), at) + 1
+            at = echoed.index(reply, at) + 1
         except ValueError:
             return False
     return at < len(echoed)

@@ -25,9 +25,7 @@ AGENTS: dict[str, Agent] = {"claude": clis.ClaudeCode(), "codex": clis.Codex(), 
 RECALL_TOOLS = {"context_search", "context_expand"}
 OVERHEAD_P50_MS = 5.0
 ROUTES = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
-GAPS: dict[tuple[str, str], str] = {
-    ("aider", "overhead"): "each rebuilt history is stored and planned from scratch",
-}
+GAPS: dict[tuple[str, str], str] = {}
 RESULTS = clis.AGENTS_DIR / "results"
 EARLY = "ctxproxy_early_forwards_total"
 MISMATCHES = "ctxproxy_early_forward_mismatches_total"

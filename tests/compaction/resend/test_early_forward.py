@@ -133,6 +133,24 @@ async def test_an_agent_loop_is_forwarded_early_from_its_second_request(
     assert _mismatches(pair) == []
 
 
+async def test_a_rebuilt_history_is_forwarded_early_in_its_one_conversation(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """aider: each turn its files pair moves after the newest exchange, and the reply comes back
+    trimmed; the store revises the one conversation (store/history/revisions.py)."""
+    done: list[Message] = []
+    handed = []
+    for i in range(5):
+        history = [sys("Act as a developer."), user("example"), asst("example answer"), *done, *FILES,
+                   user(f"question {i}")]
+        got, same = await _both(pair, _turn(history), monkeypatch, asst(f"answer {i}\n"))
+        assert same
+        handed.append(got is not None)
+        done += [user(f"question {i}"), asst(f"answer {i}")]
+    assert handed == [False] + [True] * 4
+    assert _mismatches(pair) == []
+    assert len(pair[1].for_tenant("tenant-a").list_conversations()) == 1
+
+
 @pytest.mark.parametrize(("change", "why"), [
     (lambda h: [*h, {**user("keep this"), "pinned": True}], "a new message is pinned"),
     (lambda h: [*h, sys("a new system message"), user("go")], "a new system message"),
@@ -249,12 +267,21 @@ async def test_the_http_loop_refuses_an_invalid_new_message_as_the_engine_would(
 
 # Each step appends to the history: a user turn, a tool round, a pinned or system message, or a
 # long message that may cross the budget (then the conversation compacts and is prepared in full).
-STEPS = st.lists(st.sampled_from(["user", "tools", "pinned", "system", "long"]), min_size=2, max_size=7)
+STEPS = st.lists(st.sampled_from(["user", "tools", "pinned", "system", "long", "rebuild"]),
+                 min_size=2, max_size=7)
+FILES = [user("I have added these files to the chat: notes.txt"), asst("Ok, any changes go to those files.")]
+
+
+def _files_moved(history: list[Message], i: int) -> list[Message]:
+    """aider's next turn: its files pair moves from before the newest exchange to after it."""
+    return [*(m for m in history if m not in FILES), *FILES, user(f"question {i}")]
 
 
 def _step(history: list[Message], kind: str, i: int) -> list[Message]:
     if history[-1]["role"] in ("user", "tool"):
         history = [*history, asst("ok")]
+    if kind == "rebuild":
+        return _files_moved(history, i)
     return {
         "user": lambda: [*history, user(f"question {i}")],
         "tools": lambda: [*history, asst(None, [f"t{i}"]), tool(f"t{i}", f"found {i}"), user("and?")],
