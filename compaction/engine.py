@@ -71,6 +71,7 @@ class EarlyStart:
     resent: Resent
     messages: list[Message]  # validated
     expected: Expected
+    counts: dict[int, int]  # token counts already made (by `id`)
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,8 @@ class Engine:
             return None
         messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
                                              expected=resent.expected)
-        sent = early_forward.extended(resent.passing, turn, messages[resent.shared:], counter, resent.blob)
-        return None if sent is None else EarlyStart(sent, resent, messages, expected)
+        made = early_forward.extended(resent.passing, turn, messages[resent.shared:], counter, resent.blob)
+        return None if made is None else EarlyStart(made[0], resent, messages, expected, made[1])
 
     async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
                       start: EarlyStart | None = None) -> PreparedRequest:
@@ -137,7 +138,7 @@ class Engine:
             sent, counted = await self._forward_early(turn, resent, messages, counter, early)
         else:
             resent, messages, expected, sent = start.resent, start.messages, start.expected, start.sent
-            counter, counted = TokenCounter.for_model(turn.model), {}  # loaded: `early` found it so
+            counter, counted = TokenCounter.for_model(turn.model), start.counts  # loaded: `early` found it
         ctx = self._context(turn, messages, resent.keys, await precounted(counter, messages,
                                                                           encoded=resent.blob, known=counted))
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
@@ -216,15 +217,15 @@ class Engine:
         if early is None:
             return None, {}
         new = messages[resent.shared:]
-        sent, counts = None, {}
+        made = None
         if resent.passing is not None:
-            sent = early_forward.extended(resent.passing, turn, new, counter, resent.blob)
+            made = early_forward.extended(resent.passing, turn, new, counter, resent.blob)
         elif resent.rebuilding is not None:
-            sent, counts = early_forward.rebuilt(resent.rebuilding, resent.dropped, turn, new, counter,
-                                                 resent.blob) or (None, {})
-        if sent is not None:
-            await early(sent)
-        return sent, counts
+            made = early_forward.rebuilt(resent.rebuilding, resent.dropped, turn, new, counter, resent.blob)
+        if made is None:
+            return None, {}
+        await early(made[0])
+        return made
 
     def _context(self, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
                  counts: Callable[[Message], int]) -> RequestContext:

@@ -79,25 +79,32 @@ def _continues(prior: Passthrough, new: list[Message]) -> bool:
 
 
 def extended(prior: Passthrough, turn: ChatTurn, new: list[Message], counter: TokenCounter,
-             encoded: bytes | None = None) -> PreparedRequest | None:
+             encoded: bytes | None = None) -> tuple[PreparedRequest, dict[int, int]] | None:
     """The forwarded request of `turn` when it resends `prior`'s messages and then `new` (validated),
     all forwarded as received; None when that is not certain (not first the reply stored after
     `prior`, a new system message, one with `pinned`, different parameters, or over the budget).
     `encoded`: the request's messages as one JSON list (compaction/resend/previous.py), forwarded as
     they are. The reply is counted as stored, as the full preparation counts it: a client may echo it
-    with fewer fields (Codex drops its items' ids and statuses), which identity ignores."""
+    with fewer fields (Codex drops its items' ids and statuses), which identity ignores. With the
+    other new messages' token counts (by `id`), which ingest then does not make again."""
     if not _continues(prior, new) or signature(turn) != prior.signature or any(
             m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new):
         return None
     before = prior.prepared
-    added = prior.reply_tokens + sum(map(counter.count_message, new[1:]))
+    counts = _counts(counter, new[1:])
+    added = prior.reply_tokens + sum(counts.values())
     if before.tokens_forwarded + added > before.budget:
         return None
     occupancy = replace(before.occupancy, fresh_tail=before.occupancy.fresh_tail + added)
     return replace(before, messages=(*before.messages, *new),
                    tokens_received=before.tokens_received + added,
                    tokens_forwarded=before.tokens_forwarded + added, occupancy=occupancy,
-                   prefix_stable=True, messages_json=encoded)
+                   prefix_stable=True, messages_json=encoded), counts
+
+
+def _counts(counter: TokenCounter, messages: list[Message]) -> dict[int, int]:
+    """The messages' token counts by `id`, as ingest counts them (they carry no private field)."""
+    return {id(m): counter.count_message(m) for m in messages}
 
 
 def rebuilt(prior: Passthrough, dropped: tuple[Message, ...], turn: ChatTurn, new: list[Message],
@@ -112,7 +119,7 @@ def rebuilt(prior: Passthrough, dropped: tuple[Message, ...], turn: ChatTurn, ne
     if (prior.reply_trimmed is None or not _may_rebuild(prior, kept, turn, new)
             or not _holds_dropped(dropped, prior.reply_trimmed, new)):
         return None
-    counts = {id(m): counter.count_message(m) for m in new}
+    counts = _counts(counter, new)
     change = sum(counts.values()) - sum(prior.counts[len(kept):])
     before = prior.prepared
     if before.tokens_forwarded + change > before.budget:
