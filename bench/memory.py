@@ -120,7 +120,8 @@ async def cache_fill(http: aiohttp.ClientSession, proxy: Server) -> Fill:
 
 
 def is_full(fill: Fill) -> bool:
-    return all(held >= FULL * bound for held, bound in fill.values())
+    """Every cache this traffic fills is full (chat traffic leaves the Messages route's empty)."""
+    return all(held >= FULL * bound for held, bound in fill.values() if held)
 
 
 async def warm_up(http: aiohttp.ClientSession, proxy: Server, pool: Pool, plan: Plan, db: Path) -> int:

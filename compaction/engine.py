@@ -118,7 +118,7 @@ class Engine:
             return None
         messages, expected = validate_resent(resent.messages, resent.keys, valid=resent.shared,
                                              expected=resent.expected)
-        made = early_forward.extended(resent.passing, turn, messages[resent.shared:], counter, resent.blob)
+        made = early_forward.extended(resent.passing, turn, messages, counter, resent.blob)
         return None if made is None else EarlyStart(made[0], resent, messages, expected, made[1])
 
     async def prepare(self, turn: ChatTurn, early: EarlyForward | None = None,
@@ -216,12 +216,12 @@ class Engine:
         history); returns it, with the token counts of the messages it counted (by `id`)."""
         if early is None:
             return None, {}
-        new = messages[resent.shared:]
         made = None
         if resent.passing is not None:
-            made = early_forward.extended(resent.passing, turn, new, counter, resent.blob)
+            made = early_forward.extended(resent.passing, turn, messages, counter, resent.blob)
         elif resent.rebuilding is not None:
-            made = early_forward.rebuilt(resent.rebuilding, resent.dropped, turn, new, counter, resent.blob)
+            made = early_forward.rebuilt(resent.rebuilding, resent.dropped, turn, messages, counter,
+                                         resent.blob)
         if made is None:
             return None, {}
         await early(made[0])

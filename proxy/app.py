@@ -36,6 +36,7 @@ from proxy.server.warmup import warmup_ctx
 from proxy.upstream.litellm_routed import LiteLLMUpstream
 from proxy.upstream.openai import OpenAIUpstream, UpstreamRouter
 from proxy.windows import WindowResolver
+from proxy.wire.anthropic import Translations
 from store.factory import open_store
 from store.interface import StoreBackend
 
@@ -97,9 +98,11 @@ def _observability(settings: Settings, stream: Any) -> Callable[[web.Application
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         app[appkeys.LOGGER] = make_logger(settings.server.log_level, settings.server.log_format, stream)
         app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)),
-                                       caches=lambda: cache_fill(app.get(appkeys.STORE)))
+                                       caches=lambda: cache_fill(app.get(appkeys.STORE),
+                                                                 app.get(appkeys.TRANSLATIONS)))
         app[appkeys.WINDOWS] = WindowResolver(settings)
         app[appkeys.RESENT_BODIES] = ResentBodies()
+        app[appkeys.TRANSLATIONS] = Translations()
         app[appkeys.STORE_HEALTH] = StoreHealth()
         yield
 

@@ -20,6 +20,7 @@ from proxy.server.resent_body import ResentBodies
 from proxy.server.store_health import StoreHealth
 from proxy.upstream.openai import UpstreamRouter
 from proxy.windows import WindowResolver
+from proxy.wire.anthropic import Translations
 from store.interface import StoreBackend
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -32,6 +33,7 @@ HOST = web.AppKey("engine_host", EngineHost)
 UPSTREAMS = web.AppKey("upstreams", UpstreamRouter)
 WINDOWS = web.AppKey("context_windows", WindowResolver)
 RESENT_BODIES = web.AppKey("resent_bodies", ResentBodies)  # a resend's new part alone is parsed
+TRANSLATIONS = web.AppKey("translations", Translations)  # Messages turns seen before, as canonical dicts
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)  # set when served by proxy/server/protocol.py
 STORE_HEALTH = web.AppKey("store_health", StoreHealth)  # a full or read-only store, for /readyz
 

@@ -78,25 +78,27 @@ def _continues(prior: Passthrough, new: list[Message]) -> bool:
     return prior.reply_hash is not None and bool(new) and content_hash(new[0]) == prior.reply_hash
 
 
-def extended(prior: Passthrough, turn: ChatTurn, new: list[Message], counter: TokenCounter,
+def extended(prior: Passthrough, turn: ChatTurn, messages: list[Message], counter: TokenCounter,
              encoded: bytes | None = None) -> tuple[PreparedRequest, dict[int, int]] | None:
-    """The forwarded request of `turn` when it resends `prior`'s messages and then `new` (validated),
-    all forwarded as received; None when that is not certain (not first the reply stored after
-    `prior`, a new system message, one with `pinned`, different parameters, or over the budget).
-    `encoded`: the request's messages as one JSON list (compaction/resend/previous.py), forwarded as
-    they are. The reply is counted as stored, as the full preparation counts it: a client may echo it
-    with fewer fields (Codex drops its items' ids and statuses), which identity ignores. With the
-    other new messages' token counts (by `id`), which ingest then does not make again."""
+    """The forwarded request of `turn` when its `messages` (validated) resend `prior`'s (as the resend
+    handed them on, compaction/resend/previous.py) and then new ones, all forwarded as received; None
+    when that is not certain (not first the reply stored after `prior`, a new system message, one
+    with `pinned`, different parameters, or over the budget). `encoded`: the request's messages as
+    one JSON list (compaction/resend/previous.py), forwarded as they are. The reply is counted as
+    stored, as the full preparation counts it: a client may echo it with fewer fields (Codex drops
+    its items' ids and statuses), which identity ignores. With the other new messages' token counts
+    (by `id`), which ingest then does not make again."""
+    before = prior.prepared
+    new = messages[len(before.messages):]
     if not _continues(prior, new) or signature(turn) != prior.signature or any(
             m.get("role") in SYSTEM_ROLES or not _PRIVATE.isdisjoint(m) for m in new):
         return None
-    before = prior.prepared
     counts = _counts(counter, new[1:])
     added = prior.reply_tokens + sum(counts.values())
     if before.tokens_forwarded + added > before.budget:
         return None
     occupancy = replace(before.occupancy, fresh_tail=before.occupancy.fresh_tail + added)
-    return replace(before, messages=(*before.messages, *new),
+    return replace(before, messages=tuple(messages),
                    tokens_received=before.tokens_received + added,
                    tokens_forwarded=before.tokens_forwarded + added, occupancy=occupancy,
                    prefix_stable=True, messages_json=encoded), counts
@@ -107,15 +109,17 @@ def _counts(counter: TokenCounter, messages: list[Message]) -> dict[int, int]:
     return {id(m): counter.count_message(m) for m in messages}
 
 
-def rebuilt(prior: Passthrough, dropped: tuple[Message, ...], turn: ChatTurn, new: list[Message],
+def rebuilt(prior: Passthrough, dropped: tuple[Message, ...], turn: ChatTurn, messages: list[Message],
             counter: TokenCounter, encoded: bytes | None = None
             ) -> tuple[PreparedRequest, dict[int, int]] | None:
-    """The forwarded request of `turn` when it rebuilds `prior`'s: keeps its leading messages, drops
-    `dropped` (the rest of them), then `new`, which holds the dropped assistant messages and the reply
-    stored after `prior` (text trimmed), with more after that reply (`_holds_dropped`). The store revises
-    the same conversation (store/history/revisions.py), still uncompacted: its plan is the request as
-    received, when within the budget. With the new messages' token counts (by `id`), for ingest."""
-    kept = prior.prepared.messages[:len(prior.prepared.messages) - len(dropped)]
+    """The forwarded request of `turn` when its `messages` rebuild `prior`'s: keep its leading ones,
+    drop `dropped` (the rest of them), then new ones, which hold the dropped assistant messages and
+    the reply stored after `prior` (text trimmed), with more after that reply (`_holds_dropped`). The
+    store revises the same conversation (store/history/revisions.py), still uncompacted: its plan is
+    the request as received, when within the budget. With the new messages' token counts (by `id`),
+    for ingest."""
+    kept = messages[:len(prior.prepared.messages) - len(dropped)]
+    new = messages[len(kept):]
     if (prior.reply_trimmed is None or not _may_rebuild(prior, kept, turn, new)
             or not _holds_dropped(dropped, prior.reply_trimmed, new)):
         return None
@@ -125,12 +129,12 @@ def rebuilt(prior: Passthrough, dropped: tuple[Message, ...], turn: ChatTurn, ne
     if before.tokens_forwarded + change > before.budget:
         return None
     occupancy = replace(before.occupancy, fresh_tail=before.occupancy.fresh_tail + change)
-    return replace(before, messages=(*kept, *new), tokens_received=before.tokens_received + change,
+    return replace(before, messages=tuple(messages), tokens_received=before.tokens_received + change,
                    tokens_forwarded=before.tokens_forwarded + change, occupancy=occupancy,
                    prefix_stable=False, messages_json=encoded), counts
 
 
-def _may_rebuild(prior: Passthrough, kept: tuple[Message, ...], turn: ChatTurn, new: list[Message]) -> bool:
+def _may_rebuild(prior: Passthrough, kept: list[Message], turn: ChatTurn, new: list[Message]) -> bool:
     """What a rebuild's early forward needs besides the replies: the store's own rule (it keeps a
     conversation's first messages, not only system ones), the prior's counts, the same parameters,
     and new messages that are neither system messages nor carry ctxproxy's fields."""

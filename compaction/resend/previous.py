@@ -32,6 +32,7 @@ from store.models import Message, StoredMessage
 
 MAX_BYTES = 12 * 1024 * 1024  # about six resent 100k-token histories (at the estimate below)
 EXTENSION_BYTES = 64 * 1024  # new messages `extension` takes on (encoded, then counted on the loop)
+LOOSE_COPIES = 8  # the previous request's messages a resend may carry as equal copies, not its own dicts
 # Bytes of one kept message beyond its share of the encoding: its dict and its share of the tuple,
 # and its strings once more (the records of store/history/prefix_rows.py mostly hold them already).
 _MESSAGE_BYTES = 512
@@ -82,12 +83,12 @@ class Resends:
         if key is None:
             return Resent(received, exact_keys(received), 0, None, None, None)
         prior = self._held.get(key)
-        blob, shared = _compared(prior, received)
+        blob, shared, as_received = _compared(prior, received)
         if blob is None:
             return Resent(received, exact_keys(received), 0, None, None, None)
         if prior is None or not shared:
             return Resent(received, exact_keys(received), 0, None, blob, key)
-        return _sharing(prior, received, shared, blob, key)
+        return _sharing(prior, received, shared, blob, key, as_received)
 
     def extension(self, tenant: str, external_id: str | None,
                   received: Sequence[Message]) -> Resent | None:
@@ -102,7 +103,7 @@ class Resends:
         blob = _extended(prior, received)
         if blob is None or len(blob) - len(prior.blob) > EXTENSION_BYTES:
             return None
-        return _sharing(prior, list(received), len(prior.messages), blob, cast("Key", key))
+        return _sharing(prior, list(received), len(prior.messages), blob, cast("Key", key), as_received=True)
 
     def replied(self, tenant: str, external_id: str | None, received: Sequence[Message],
                 reply: StoredMessage) -> None:
@@ -148,11 +149,14 @@ def _key(tenant: str, external_id: str | None, received: Sequence[Message]) -> K
     return None if first is None else (tenant, external_id, first)
 
 
-def _sharing(prior: Prior, received: list[Message], shared: int, blob: bytes, key: Key) -> Resent:
-    """`received`, whose first `shared` messages are the prior's: those as the prior's own dicts."""
+def _sharing(prior: Prior, received: list[Message], shared: int, blob: bytes, key: Key,
+             as_received: bool = False) -> Resent:
+    """`received`, whose first `shared` messages are the prior's: as the prior's own dicts, or, when
+    `as_received` (`_extended` found them the prior's own dicts or equal copies), as received."""
     keys: list[bytes | None] = [*prior.keys[:shared], *exact_keys(received[shared:])]
     whole = shared == len(prior.messages)
-    return Resent([*prior.messages[:shared], *received[shared:]], keys, shared,
+    messages = list(received) if as_received else [*prior.messages[:shared], *received[shared:]]
+    return Resent(messages, keys, shared,
                   prior.expected if whole else None, blob, key, prior.ends[:shared],
                   prior.passing if whole else None, None if whole else prior.passing,
                   () if whole else prior.messages[shared:])
@@ -165,21 +169,30 @@ def _encoded(messages: list[Message]) -> bytes | None:
         return None
 
 
-def _compared(prior: Prior | None, received: list[Message]) -> tuple[bytes | None, int]:
-    """`received`'s encoding (None: not plain JSON) and how many leading messages it shares with
-    the prior request."""
+def _compared(prior: Prior | None, received: list[Message]) -> tuple[bytes | None, int, bool]:
+    """`received`'s encoding (None: not plain JSON), how many leading messages it shares with the
+    prior request, and whether those are its own dicts or equal copies (`_extended`)."""
     if prior is not None and (blob := _extended(prior, received)) is not None:
-        return blob, len(prior.messages)
+        return blob, len(prior.messages), True
     blob = _encoded(received)
-    return blob, _shared(prior, blob, received) if prior is not None and blob is not None else 0
+    return blob, _shared(prior, blob, received) if prior is not None and blob is not None else 0, False
 
 
 def _extended(prior: Prior, received: Sequence[Message]) -> bytes | None:
     """`received`'s encoding when it begins with the prior's own dicts (a body whose resent part was
-    not parsed again, proxy/server/resent_body.py): only what follows them is encoded. Else None."""
+    not parsed again, proxy/server/resent_body.py), at most LOOSE_COPIES of them equal copies
+    (exact JSON): a client that moves its cache mark has its previous newest message parsed again,
+    and the Messages route's translations (proxy/wire/anthropic.py) hand on the copies they made.
+    The copies are kept from then on, so the next resend carries the same dicts. Only what follows
+    the prior's messages is encoded. Else None."""
     held = prior.messages
-    if len(received) < len(held) or not all(map(operator.is_, held, received)):
+    if len(received) < len(held):
         return None
+    if not all(map(operator.is_, held, received)):
+        copies = [i for i, mine in enumerate(held) if mine is not received[i]]
+        if (len(copies) > LOOSE_COPIES or len(copies) == len(held)  # a body parsed anew: `_shared`
+                or any(exact_json(received[i]) != prior.keys[i] for i in copies)):
+            return None
     if len(received) == len(held):
         return prior.blob
     tail = _encoded(list(received[len(held):]))

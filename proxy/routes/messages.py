@@ -50,7 +50,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     body = await read_json_object(request, resend_scope=tenant_of(request))
     validate_messages_params(body)
     await ownership.require_references(request, body)
-    chat_body: dict[str, Any] = {"model": body.get("model"), "messages": wire.to_messages(body),
+    translated = wire.to_messages(body, request.app[appkeys.TRANSLATIONS], tenant_of(request))
+    chat_body: dict[str, Any] = {"model": body.get("model"), "messages": translated,
                                  "tools": translate.chat_tools(body.get("tools")),
                                  "stream": body.get("stream") is True}
     if isinstance(body.get("max_tokens"), int):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction import OPAQUE_TEXT_FIELD, Message
+from compaction import OPAQUE_TEXT_FIELD, Message, SizedLru
 from config.errors import InvalidRequestError
 from store.encoding.fastjson import dumps_compact
 
@@ -27,18 +27,66 @@ MESSAGE_ROLES = ("user", "assistant", "system")  # roles of `messages` entries
 Block = dict[str, Any]
 
 
-def to_messages(body: Mapping[str, Any]) -> list[Message]:
-    """The canonical messages of a Messages request (its `system` first)."""
+MAX_TRANSLATED = 16_384  # canonical messages kept by `Translations`: some 40 resent Claude Code sessions
+TRANSLATED_BYTES = 160  # what one kept message costs beyond what the resend caches hold anyway
+
+
+class Translations:
+    """The canonical messages made of turns and system prompts seen before, by turn object and by
+    system prompt: a resent body's shared turns are the previous parse's own dicts
+    (proxy/server/resent_body.py), so they give the previous request's own canonical dicts, and the
+    engine can take the resend on the HTTP loop (compaction/resend/previous.py `extension`). A
+    translation depends on the turn alone. Bounded in messages, least recently used first out."""
+
+    def __init__(self, max_messages: int = MAX_TRANSLATED) -> None:
+        self._turns: SizedLru[int, tuple[Any, tuple[Message, ...]]] = SizedLru(max_messages)
+        self._systems: SizedLru[tuple[str, bytes], Message] = SizedLru(64)
+
+    def turn(self, index: int, message: Any) -> tuple[Message, ...]:
+        held = self._turns.get(id(message))
+        if held is not None and held[0] is message:  # the very object (`id` alone may be reused)
+            return held[1]
+        made = tuple(_turn(index, message))
+        self._turns.put(id(message), (message, made), len(made))
+        return made
+
+    def system(self, system: Any, scope: str) -> Message:
+        """Scoped (the tenant): one tenant's request never finds another's prompt, not even by timing."""
+        key = (scope, dumps_compact(system))
+        found = self._systems.get(key)
+        if found is None:
+            found = _system_message(system)
+            self._systems.put(key, found, 1)
+        return found
+
+    @property
+    def held_bytes(self) -> int:
+        return self._turns.held * TRANSLATED_BYTES
+
+    @property
+    def max_bytes(self) -> int:
+        return self._turns.max_size * TRANSLATED_BYTES
+
+
+def to_messages(body: Mapping[str, Any], translations: Translations | None = None,
+                scope: str = "") -> list[Message]:
+    """The canonical messages of a Messages request (its `system` first); `translations`: those made
+    before, reused (the same dicts) for the same turns and, within `scope` (the tenant), system prompt."""
     out: list[Message] = []
     system = body.get("system")
     if system:
-        out.append({"role": "system", "content": text_of(system), BLOCKS_KEY: system, SYSTEM_KEY: True})
+        out.append(translations.system(system, scope) if translations is not None
+                   else _system_message(system))
     raw = body.get("messages")
     if not isinstance(raw, list):
         raise InvalidRequestError("messages: Field required", param="messages", code="invalid_value")
     for index, message in enumerate(raw):
-        out += _turn(index, message)
+        out += translations.turn(index, message) if translations is not None else _turn(index, message)
     return out
+
+
+def _system_message(system: Any) -> Message:
+    return {"role": "system", "content": text_of(system), BLOCKS_KEY: system, SYSTEM_KEY: True}
 
 
 def _turn(index: int, message: Any) -> list[Message]:

@@ -6,6 +6,7 @@ import aiohttp
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.wire.anthropic import MAX_TRANSLATED, TRANSLATED_BYTES
 from store.encoding.running_hashes import MAX_KEY_BYTES, MAX_RUN_BYTES
 from store.history.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, ROW_BYTES
 from tests.fakes.upstream import FakeUpstream, Reply
@@ -30,5 +31,7 @@ async def test_cache_gauges_after_a_resend(openai_client: openai.AsyncOpenAI, pr
     bound = _by_cache(text, "ctxproxy_cache_limit_bytes")
     runs = MAX_KEY_BYTES + MAX_RUN_BYTES  # each memo and the last sequence of each of its runs
     assert bound == {"chain_hashes": runs, "forwarded_hashes": runs,
-                     "prefix_rows": MAX_ROWS * ROW_BYTES + MAX_MADE_BYTES}  # rows and records
-    assert set(held) == set(bound) and all(0 < held[c] <= bound[c] for c in held)
+                     "prefix_rows": MAX_ROWS * ROW_BYTES + MAX_MADE_BYTES,  # rows and records
+                     "anthropic_translations": MAX_TRANSLATED * TRANSLATED_BYTES}
+    assert set(held) == set(bound) and held.pop("anthropic_translations") == 0  # chat only here
+    assert all(0 < held[c] <= bound[c] for c in held)

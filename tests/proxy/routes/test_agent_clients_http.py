@@ -4,7 +4,9 @@ Messages, opencode on chat completions)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,8 @@ async def _metric(server: TestServer, name: str) -> float:
 
 async def _post(server: TestServer, path: str, body: JSON) -> tuple[str, list[JSON]]:
     """The conversation id header and the SSE events' data of one streamed request."""
-    async with aiohttp.ClientSession() as http, http.post(server.make_url(path), data=json.dumps(body),
+    data = json.dumps(body, separators=(",", ":"))  # compact, as the agent CLIs write their bodies
+    async with aiohttp.ClientSession() as http, http.post(server.make_url(path), data=data,
                                                           headers=HEADERS) as resp:
         assert resp.status == 200, await resp.text()
         raw = await resp.text()
@@ -137,6 +140,42 @@ async def test_claude_code_resends_are_forwarded_early_whatever_the_moving_cache
     await settled(server)
     assert len(conversations) == 1
     assert await _metric(server, "ctxproxy_early_forwards_total") == 5
+    assert await _metric(server, "ctxproxy_early_forward_mismatches_total") == 0
+
+
+async def test_claude_code_resends_are_forwarded_from_the_http_loop(
+        make_proxy: ProxyFactory, fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    """A large Claude Code resend (its previous newest turn parsed again: the mark moved off it) is
+    decided on the HTTP loop (proxy/wire/anthropic.py `Translations`, compaction/resend/previous.py
+    `extension`): the provider has it while the engine thread is still blocked."""
+    params = LiteLLMParams("anthropic/claude-sonnet-4-5", fake_anthropic.url)
+    server = await make_proxy(Settings(model_list=(ModelEntry("claude-test", params, 200_000),),
+                                       store=StoreSettings(str(tmp_path / "s.db"))))
+    history: list[JSON] = [{"role": "user", "content": [{"type": "text", "text": "fix the failing test"}]}]
+    for step in range(4):
+        use = {"id": f"toolu_{step}", "name": "Bash", "input": {"command": f"cat log_{step}"}}
+        script = MessageReply(text=f"step {step}", tool_uses=[use])
+        fake_anthropic.queue(script)
+        sent = [*map(_unmarked, history[:-1]), {**history[-1], "content": _marked(history[-1]["content"])}]
+        body = {"model": "claude-test", "messages": sent, "system": CLAUDE_SYSTEM, "tools": CLAUDE_TOOLS,
+                "max_tokens": 32000, "stream": True}  # Claude Code's key order
+        if step == 3:  # the engine thread busy: only the HTTP loop can forward it
+            await settled(server)
+            blocked = asyncio.create_task(server.app[appkeys.HOST].run(lambda: time.sleep(1.0)))
+            answering = asyncio.create_task(_post(server, "/v1/messages", body))
+            for _ in range(100):
+                if len(fake_anthropic.requests) == 4:
+                    break
+                await asyncio.sleep(0.005)
+            assert len(fake_anthropic.requests) == 4 and not blocked.done()
+            await answering
+            break
+        await _post(server, "/v1/messages", body)
+        history += [{"role": "assistant", "content": content_blocks(script)},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{step}",
+                                                  "content": f"log {step}: " + "ok " * 6_000}]}]
+    assert fake_anthropic.last_body["messages"] == sent
+    await settled(server)
     assert await _metric(server, "ctxproxy_early_forward_mismatches_total") == 0
 
 
