@@ -37,6 +37,7 @@ from proxy.upstream.litellm_routed import LiteLLMUpstream
 from proxy.upstream.openai import OpenAIUpstream, UpstreamRouter
 from proxy.windows import WindowResolver
 from proxy.wire.anthropic import Translations
+from proxy.wire.responses import Translations as ResponsesTranslations
 from store.factory import open_store
 from store.interface import StoreBackend
 
@@ -99,10 +100,13 @@ def _observability(settings: Settings, stream: Any) -> Callable[[web.Application
         app[appkeys.LOGGER] = make_logger(settings.server.log_level, settings.server.log_format, stream)
         app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)),
                                        caches=lambda: cache_fill(app.get(appkeys.STORE),
-                                                                 app.get(appkeys.TRANSLATIONS)))
+                                                                 app.get(appkeys.TRANSLATIONS),
+                                                                 app.get(appkeys.RESPONSES_TRANSLATIONS)))
         app[appkeys.WINDOWS] = WindowResolver(settings)
         app[appkeys.RESENT_BODIES] = ResentBodies()
+        app[appkeys.RESENT_INPUTS] = ResentBodies(array="input")
         app[appkeys.TRANSLATIONS] = Translations()
+        app[appkeys.RESPONSES_TRANSLATIONS] = ResponsesTranslations()
         app[appkeys.STORE_HEALTH] = StoreHealth()
         yield
 

@@ -21,6 +21,7 @@ from proxy.server.store_health import StoreHealth
 from proxy.upstream.openai import UpstreamRouter
 from proxy.windows import WindowResolver
 from proxy.wire.anthropic import Translations
+from proxy.wire.responses import Translations as ResponsesTranslations
 from store.interface import StoreBackend
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -33,7 +34,9 @@ HOST = web.AppKey("engine_host", EngineHost)
 UPSTREAMS = web.AppKey("upstreams", UpstreamRouter)
 WINDOWS = web.AppKey("context_windows", WindowResolver)
 RESENT_BODIES = web.AppKey("resent_bodies", ResentBodies)  # a resend's new part alone is parsed
+RESENT_INPUTS = web.AppKey("resent_inputs", ResentBodies)  # the same for Responses bodies (`input`)
 TRANSLATIONS = web.AppKey("translations", Translations)  # Messages turns seen before, as canonical dicts
+RESPONSES_TRANSLATIONS = web.AppKey("responses_translations", ResponsesTranslations)  # and Responses items
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)  # set when served by proxy/server/protocol.py
 STORE_HEALTH = web.AppKey("store_health", StoreHealth)  # a full or read-only store, for /readyz
 

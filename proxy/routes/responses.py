@@ -20,6 +20,7 @@ from proxy.recall import transport
 from proxy.recall.responses import ResponsesAsChat, client_response
 from proxy.recall.transport import RecallUpstream
 from proxy.server import ownership
+from proxy.server.auth import tenant_of
 from proxy.server.body import read_body, read_json_object
 from proxy.server.forward import forward_routed
 from proxy.server.params import RESPONSES_PARAMS, validate_params
@@ -38,14 +39,15 @@ from proxy.wire.openai import compact_json
 
 async def responses(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
-    body = await read_json_object(request)
+    body = await read_json_object(request, resend_scope=tenant_of(request), history="input")
     validate_params(body, RESPONSES_PARAMS)
     model = body.get("model")
     if not _compactable(request, body):
         name = model if isinstance(model, str) and model else None
         return await forward_routed(request, "responses", await read_body(request), name)
     await ownership.require_references(request, body)
-    messages = wire.to_messages(wire.input_items(body), body.get("instructions"))
+    messages = wire.to_messages(wire.input_items(body), body.get("instructions"),
+                                request.app[appkeys.RESPONSES_TRANSLATIONS], tenant_of(request))
     tools = body.get("tools") or []
     chat_body: dict[str, Any] = {"model": model, "messages": messages, "stream": body.get("stream") is True,
                                  "tools": [wire.chat_tool(t) if isinstance(t, dict) else t for t in tools]

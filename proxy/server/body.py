@@ -20,6 +20,7 @@ from config.errors import InvalidRequestError, PayloadTooLargeError, RequestTime
 from config.settings import ServerSettings
 from proxy import appkeys
 from proxy.error_mapping import to_ctxproxy_error
+from proxy.server.resent_body import ResentBodies
 
 MAX_JSON_DEPTH = 128  # objects/arrays inside each other; a 30-level tool schema is 64 of them
 # A `\uD800`-`\uDFFF` escape: the only way a parsed JSON string can hold a surrogate code point.
@@ -30,14 +31,16 @@ CLOSE_CONNECTION = web.RequestKey("close_connection", bool)
 RAW_BODY = web.RequestKey("raw_body", bytes)  # read once, by read_body
 
 
-async def read_json_object(request: web.Request, *, resend_scope: str | None = None) -> dict[str, Any]:
+async def read_json_object(request: web.Request, *, resend_scope: str | None = None,
+                           history: str = "messages") -> dict[str, Any]:
     """The request body as a JSON object; 413 over the limit, 400 when malformed. `resend_scope`
-    (the tenant): the body may resend one held for that scope, and only what it adds is parsed
-    (proxy/server/resent_body.py)."""
+    (the tenant): the body may resend one held for that scope, and only what it adds to its
+    `history` array (`messages`, or the Responses API's `input`) is parsed (proxy/server/resent_body.py)."""
     raw = await read_body(request)
     # Parsed on the loop: json's C decoder holds the GIL, so a worker thread would not free the loop
     # (measured: 14 MB of small objects held it 256 ms inline, 303 ms from a thread).
-    body = request[appkeys.PARSED_BODY] = _parsed(request, raw, resend_scope)
+    held = request.app[appkeys.RESENT_INPUTS if history == "input" else appkeys.RESENT_BODIES]
+    body = request[appkeys.PARSED_BODY] = _parsed(request, raw, resend_scope, held)
     return body
 
 
@@ -87,11 +90,10 @@ async def _read_in_time(request: web.Request, server: ServerSettings) -> bytes:
         parts.append(chunk)
 
 
-def _parsed(request: web.Request, raw: bytes, resend_scope: str | None) -> dict[str, Any]:
+def _parsed(request: web.Request, raw: bytes, resend_scope: str | None, held: ResentBodies) -> dict[str, Any]:
     """`raw` parsed past what a held body shares with it, else in full (and then held)."""
     if resend_scope is None:
         return parse_json_object(raw)
-    held = request.app[appkeys.RESENT_BODIES]
     body = held.parse(resend_scope, raw, _plain)
     if body is not None:
         request.app[appkeys.METRICS].resent_body_parses.inc()

@@ -1,4 +1,4 @@
-"""A resent chat body parsed without its shared leading messages.
+"""A resent chat, Messages or Responses body parsed without its shared leading messages (items).
 
 An agent resends its whole history each turn, so a request body begins, byte for byte, with the
 previous body up to the end of its last message. Where it does, only the rest is parsed: the shared
@@ -34,6 +34,10 @@ CANDIDATES = 4  # bodies held per key: conversations of one tenant that begin al
 # this is a key; the marker check proves it was the top-level one.
 _MESSAGES_ARRAY = re.compile(rb'"messages"[ \t\n\r]*:[ \t\n\r]*\[')
 _MESSAGES_KEY = re.compile(rb'"messages"[ \t\n\r]*:')
+# The Responses API's history is its `input` array (proxy/routes/responses.py holds those bodies).
+_INPUT_ARRAY = re.compile(rb'"input"[ \t\n\r]*:[ \t\n\r]*\[')
+_INPUT_KEY = re.compile(rb'"input"[ \t\n\r]*:')
+ARRAYS = {"messages": (_MESSAGES_ARRAY, _MESSAGES_KEY), "input": (_INPUT_ARRAY, _INPUT_KEY)}
 _JSON_SPACE = frozenset(b" \t\n\r")
 
 Key = tuple[str, bytes]  # (scope: the tenant, the first KEY_BYTES of the messages array)
@@ -48,6 +52,7 @@ class Held:
     start: int  # offset of the messages array's `[`
     messages: tuple[Message, ...]
     known_cut: int | None = None  # `cut`, when the parse that held it found it
+    key: re.Pattern[bytes] = _MESSAGES_KEY  # the array's key (`ARRAYS`)
 
     @functools.cached_property
     def cut(self) -> int | None:
@@ -58,7 +63,7 @@ class Held:
         cut = _elements_end(self.raw, self.start)
         # A parse keeps the last of two equal keys: the held messages are this array's only when no
         # other `"messages"` key follows it (a nested one too, to keep this check simple).
-        return cut if cut is not None and _MESSAGES_KEY.search(self.raw, cut) is None else None
+        return cut if cut is not None and self.key.search(self.raw, cut) is None else None
 
     @functools.cached_property
     def all_but_last(self) -> int | None:
@@ -81,15 +86,17 @@ class ResentBodies:
     """The latest large chat bodies per tenant, so that a resend's new part alone is parsed;
     thread-safe."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = MAX_BYTES, array: str = "messages") -> None:
         self._held: SizedLru[Key, tuple[Held, ...]] = SizedLru(max_bytes)
+        self._array = array  # the body's history array: `messages`, or the Responses API's `input`
+        self._pattern, self._key_pattern = ARRAYS[array]
         self._marker = "ctxproxy-shared-" + secrets.token_hex(16)
         self._token = b'["' + self._marker.encode() + b'"'
 
     def parse(self, scope: str, raw: bytes, checked: Checked) -> dict[str, Any] | None:
         """`raw` parsed with a held body's messages reused (then held in its place); None where that
         does not apply. `checked` must accept the parse of the rest (else None too)."""
-        start = _messages_start(raw)
+        start = _messages_start(raw, self._pattern)
         if start is None:
             return None
         key = _key(scope, raw, start)
@@ -103,9 +110,10 @@ class ResentBodies:
 
     def keep(self, scope: str, raw: bytes, body: dict[str, Any]) -> None:
         """Hold a body parsed in full (and checked) for its resends."""
-        start, messages = _messages_start(raw), body.get("messages")
+        start, messages = _messages_start(raw, self._pattern), body.get(self._array)
         if start is not None and isinstance(messages, list) and messages:
-            self._put(_key(scope, raw, start), Held(raw, start, tuple(messages)), replacing=None)
+            self._put(_key(scope, raw, start), Held(raw, start, tuple(messages), key=self._key_pattern),
+                      replacing=None)
 
     @property
     def held_bytes(self) -> int:
@@ -126,14 +134,14 @@ class ResentBodies:
             body = orjson.loads(raw[:held.start] + rest)
         except orjson.JSONDecodeError:
             return None
-        new = body.get("messages") if isinstance(body, dict) else None
+        new = body.get(self._array) if isinstance(body, dict) else None
         if not isinstance(new, list) or new[:1] != [self._marker] or not checked(body):
             return None
         messages = (*held.messages[:reused], *new[1:])
-        body["messages"] = list(messages)
+        body[self._array] = list(messages)
         rest_cut = _elements_end(rest, 0)  # the new messages alone are parsed again
         cut_now = None if rest_cut is None else cut + rest_cut - len(self._token)
-        return body, Held(raw, held.start, messages, cut_now)
+        return body, Held(raw, held.start, messages, cut_now, self._key_pattern)
 
     def _put(self, key: Key, held: Held, *, replacing: Held | None) -> None:
         others = [h for h in self._held.get(key) or () if h is not replacing]
@@ -145,11 +153,11 @@ def _key(scope: str, raw: bytes, start: int) -> Key:
     return scope, raw[start:start + KEY_BYTES]
 
 
-def _messages_start(raw: bytes) -> int | None:
+def _messages_start(raw: bytes, pattern: re.Pattern[bytes] = _MESSAGES_ARRAY) -> int | None:
     """In a body of MIN_BYTES or more, the offset of the bracket of a `"messages": [` that is a key of
     the body object itself: nothing but the body's own `{` opens before it (a brace inside a string
     before it only forgoes the reuse)."""
-    found = _MESSAGES_ARRAY.search(raw) if len(raw) >= MIN_BYTES else None
+    found = pattern.search(raw) if len(raw) >= MIN_BYTES else None
     if found is None:
         return None
     before = raw[:found.start()]

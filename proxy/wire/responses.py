@@ -10,10 +10,11 @@ across turns. Tool calls and their outputs become tool rounds the engine keeps t
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from compaction import OPAQUE_TEXT_FIELD, Message
+from compaction import OPAQUE_TEXT_FIELD, Message, SizedLru
 from config.errors import InvalidRequestError
 
 ITEMS_KEY = "ctxproxy_items"  # the original items of a canonical message (never sent as such)
@@ -22,11 +23,55 @@ Side = Literal["assistant", "result", "message"]
 Item = dict[str, Any]
 
 
-def to_messages(items: Sequence[Any], instructions: Any = None) -> list[Message]:
-    """The canonical messages of a request's `input` (and `instructions`, as the first system one)."""
+MAX_TRANSLATED = 16_384  # canonical messages kept by `Translations`
+TRANSLATED_BYTES = 160  # what one kept message costs beyond what the resend caches hold anyway
+
+
+class Translations:
+    """The canonical message made of the same input items before: a resent body's shared items are
+    the previous parse's own dicts (proxy/server/resent_body.py), so they give the previous
+    request's own canonical dicts, and the engine can take the resend on the HTTP loop
+    (compaction/resend/previous.py `extension`). A message depends on its items alone. Bounded in
+    messages, least recently used first out; `instructions` are kept per scope (the tenant)."""
+
+    def __init__(self, max_messages: int = MAX_TRANSLATED) -> None:
+        self._made: SizedLru[int, tuple[tuple[Item, ...], Message]] = SizedLru(max_messages)
+        self._instructions: SizedLru[tuple[str, str], Message] = SizedLru(64)
+
+    def message(self, items: Sequence[Item]) -> Message:
+        """The canonical message of `items`: one user/system/result item, or an assistant run."""
+        held = self._made.get(id(items[0]))
+        if held is not None and len(held[0]) == len(items) and all(map(operator.is_, held[0], items)):
+            return held[1]
+        made = _made(items)
+        self._made.put(id(items[0]), (tuple(items), made), 1)
+        return made
+
+    def instructions(self, text: str, scope: str) -> Message:
+        found = self._instructions.get((scope, text))
+        if found is None:
+            found = _instructions(text)
+            self._instructions.put((scope, text), found, 1)
+        return found
+
+    @property
+    def held_bytes(self) -> int:
+        return self._made.held * TRANSLATED_BYTES
+
+    @property
+    def max_bytes(self) -> int:
+        return self._made.max_size * TRANSLATED_BYTES
+
+
+def to_messages(items: Sequence[Any], instructions: Any = None, translations: Translations | None = None,
+                scope: str = "") -> list[Message]:
+    """The canonical messages of a request's `input` (and `instructions`, as the first system one);
+    `translations`: those made before, reused (the same dicts) for the same items."""
     out: list[Message] = []
     if isinstance(instructions, str) and instructions:
-        out.append({"role": "system", "content": instructions, INSTRUCTIONS_KEY: True})
+        out.append(translations.instructions(instructions, scope) if translations is not None
+                   else _instructions(instructions))
+    made = translations.message if translations is not None else _made
     run: list[Item] = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
@@ -36,12 +81,24 @@ def to_messages(items: Sequence[Any], instructions: Any = None) -> list[Message]
             run.append(item)
             continue
         if run:
-            out.append(assistant_message(run))
+            out.append(made(run))
             run = []
-        out.append(_result(item) if side(item) == "result" else _message(item))
+        out.append(made([item]))
     if run:
-        out.append(assistant_message(run))
+        out.append(made(run))
     return out
+
+
+def _instructions(text: str) -> Message:
+    return {"role": "system", "content": text, INSTRUCTIONS_KEY: True}
+
+
+def _made(items: Sequence[Item]) -> Message:
+    """The canonical message of one user/system/result item, or of a run of assistant-side items."""
+    first = items[0]
+    if side(first) == "assistant":
+        return assistant_message(items)
+    return _result(first) if side(first) == "result" else _message(first)
 
 
 def input_items(body: Mapping[str, Any]) -> list[Any]:

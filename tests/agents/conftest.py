@@ -17,7 +17,7 @@ ENABLED = os.environ.get("CTXPROXY_AGENTS") == "1"
 collect_ignore = [] if ENABLED else ["test_agents.py"]
 STARTED = time.time()
 COLUMNS = ("cli", "exit", "seconds", "loop_requests", "compacted", "conversations", "max_tokens_received",
-           "window", "overhead_p50_ms", "early_forwards", "outside")
+           "window", "overhead_p50_ms", "replayed_p50_ms", "early_forwards", "outside")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

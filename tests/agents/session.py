@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import aiohttp
+import orjson
 
 from compaction.tokens import TokenCounter
 from tests.agents.provider import AgentProvider, Received, Script
@@ -32,6 +34,7 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "http
 SKIP_KEYS = {"type", "id", "call_id", "tool_use_id", "role", "cache_control", "signature", "status",
              "encrypted_content", "model", "name"}
 CLI_TIMEOUT_S = 600.0
+ROUTES = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
 
 
 class Agent(Protocol):
@@ -76,6 +79,7 @@ class Session:
     metrics: dict[str, float]  # ctxproxy's counters (/metrics) when the CLI was done
     work: Path
     tokens: list[int] = field(default_factory=list)
+    replayed: list[float] = field(default_factory=list)  # overhead (ms) of `replay_uncompacted`
 
 
 def ctxproxy_config(path: Path, agent: Agent, provider_base: str, store: Path) -> Path:
@@ -126,9 +130,59 @@ async def run_session(agent: Agent, tmp: Path) -> Session:
         await provider.close()
         await trap.close()
     counter = TokenCounter.for_model(agent.model)
+    log = _log_lines(log_path)
+    uncompacted = leading_uncompacted(agent, log, provider.received)
+    replayed = await replay_uncompacted(agent, tmp / "replay", uncompacted)
     return Session(agent, returncode, output, seconds, provider.received, provider.unexpected,
-                   trap.attempts, _log_lines(log_path), _conversations(store), metrics, work,
-                   [received_tokens(r.body, counter) for r in provider.received])
+                   trap.attempts, log, _conversations(store), metrics, work,
+                   [received_tokens(r.body, counter) for r in provider.received], replayed)
+
+
+def loop_lines(agent: Agent, log: list[JSON]) -> list[JSON]:
+    """ctxproxy's request log lines of the loop's model on the CLI's route, in order."""
+    route = ROUTES[agent.protocol]
+    return [line for line in log if line.get("event") == "request" and line.get("path") == route
+            and line.get("model") == agent.model]
+
+
+def leading_uncompacted(agent: Agent, log: list[JSON], received: list[Received]) -> list[JSON]:
+    """The loop's bodies up to its first compacted request: forwarded as received, so the CLI's own."""
+    lines = loop_lines(agent, log)
+    count = next((i for i, line in enumerate(lines) if line.get("compacted")), len(lines))
+    return [r.body for r in received if r.main][:count]
+
+
+async def replay_uncompacted(agent: Agent, tmp: Path, bodies: list[JSON]) -> list[float]:
+    """ctxproxy's overhead (ms) on `bodies` sent again in order, as the CLI wrote them (compact JSON),
+    to a fresh ctxproxy and provider, with the CLI no longer running: what ctxproxy adds to the CLI's
+    requests without the CLI's own work competing for this machine's two cores."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    work = tmp.parent / "work"  # the script answers as it did (its tool calls name these files)...
+    shutil.copytree(work, tmp / "work")
+    script = agent.script(work)  # ...and writes them anew: the CLI's edits are put back below
+    shutil.rmtree(work)
+    shutil.copytree(tmp / "work", work)
+    provider = await AgentProvider(script, agent.is_main).start()
+    log_path = tmp / "ctxproxy.log"
+    server = ServerProcess(ctxproxy_config(tmp / "ctxproxy.yaml", agent, provider.base, tmp / "ctxproxy.db"),
+                           free_port())
+    headers = ({"x-api-key": CLIENT_KEY, "anthropic-version": "2023-06-01"} if agent.protocol == "anthropic"
+               else {"Authorization": f"Bearer {CLIENT_KEY}"})
+    headers["Content-Type"] = "application/json"
+    try:
+        with log_path.open("wb") as log_file:
+            await _start_logged(server, log_file)
+            async with aiohttp.ClientSession() as client:
+                for body in bodies:
+                    async with client.post(server.url + ROUTES[agent.protocol], data=orjson.dumps(body),
+                                           headers=headers) as response:
+                        await response.read()
+            server.stop()
+    finally:
+        server.stop()
+        await provider.close()
+    return [float(line["overhead_ms"]) for line in loop_lines(agent, _log_lines(log_path))
+            if line.get("overhead_ms") is not None]
 
 
 async def _start_logged(server: ServerProcess, log_file: IO[bytes]) -> None:

@@ -17,14 +17,13 @@ from typing import Any
 import pytest
 
 from tests.agents import clis
-from tests.agents.session import Agent, Session, run_session
+from tests.agents.session import Agent, Session, loop_lines, run_session
 
 JSON = dict[str, Any]
 AGENTS: dict[str, Agent] = {"claude": clis.ClaudeCode(), "codex": clis.Codex(), "opencode": clis.OpenCode(),
                             "aider": clis.Aider()}
 RECALL_TOOLS = {"context_search", "context_expand"}
 OVERHEAD_P50_MS = 5.0
-ROUTES = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
 GAPS: dict[tuple[str, str], str] = {}
 RESULTS = clis.AGENTS_DIR / "results"
 EARLY = "ctxproxy_early_forwards_total"
@@ -53,9 +52,7 @@ def known_gap(request: pytest.FixtureRequest, session: Session, assertion: str) 
 
 def loop_log(session: Session) -> list[JSON]:
     """ctxproxy's request log lines of the loop's model on the CLI's route."""
-    route = ROUTES[session.agent.protocol]
-    return [line for line in session.log if line.get("event") == "request"
-            and line.get("path") == route and line.get("model") == session.agent.model]
+    return loop_lines(session.agent, session.log)
 
 
 def overhead_p50(session: Session) -> float | None:
@@ -73,7 +70,9 @@ def _report(session: Session) -> None:
                "all_requests": len(session.received), "compacted": sum(1 for x in log if x.get("compacted")),
                "conversations": len({x.get("conversation_id") for x in log}),
                "max_tokens_received": max(session.tokens, default=0), "window": session.agent.window,
-               "overhead_p50_ms": overhead_p50(session), "outside": session.outside,
+               "overhead_p50_ms": overhead_p50(session),
+               "replayed_p50_ms": statistics.median(session.replayed) if session.replayed else None,
+               "outside": session.outside,
                "early_forwards": session.metrics.get(EARLY, 0.0),
                "early_forward_mismatches": session.metrics.get(MISMATCHES, 0.0),
                "statuses": dict(Counter(str(x.get("status")) for x in log))}
@@ -143,10 +142,13 @@ def test_recall_offered_once_compacted(request: pytest.FixtureRequest, session: 
 
 
 def test_overhead_uncompacted(request: pytest.FixtureRequest, session: Session) -> None:
-    """ctxproxy adds at most OVERHEAD_P50_MS (median) to the loop's uncompacted requests."""
+    """ctxproxy adds at most OVERHEAD_P50_MS (median) to the loop's uncompacted requests, measured on
+    those requests sent again once the CLI is done (session.py `replay_uncompacted`): live, the CLI's
+    own work competes with ctxproxy for this machine's two cores (both figures are reported)."""
     known_gap(request, session, "overhead")
-    p50 = overhead_p50(session)
-    assert p50 is not None and p50 <= OVERHEAD_P50_MS, f"p50 {p50} ms"
+    assert len(session.replayed) >= 5, session.replayed
+    p50 = statistics.median(session.replayed)
+    assert p50 <= OVERHEAD_P50_MS, f"p50 {p50} ms replayed ({overhead_p50(session)} ms live)"
 
 
 def test_no_early_forward_mismatch(request: pytest.FixtureRequest, session: Session) -> None:

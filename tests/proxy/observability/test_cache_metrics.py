@@ -32,6 +32,8 @@ async def test_cache_gauges_after_a_resend(openai_client: openai.AsyncOpenAI, pr
     runs = MAX_KEY_BYTES + MAX_RUN_BYTES  # each memo and the last sequence of each of its runs
     assert bound == {"chain_hashes": runs, "forwarded_hashes": runs,
                      "prefix_rows": MAX_ROWS * ROW_BYTES + MAX_MADE_BYTES,  # rows and records
-                     "anthropic_translations": MAX_TRANSLATED * TRANSLATED_BYTES}
-    assert set(held) == set(bound) and held.pop("anthropic_translations") == 0  # chat only here
+                     "anthropic_translations": MAX_TRANSLATED * TRANSLATED_BYTES,
+                     "responses_translations": MAX_TRANSLATED * TRANSLATED_BYTES}
+    assert set(held) == set(bound)
+    assert held.pop("anthropic_translations") == held.pop("responses_translations") == 0  # chat only
     assert all(0 < held[c] <= bound[c] for c in held)

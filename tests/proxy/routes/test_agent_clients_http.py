@@ -85,6 +85,37 @@ async def test_codex_resends_are_one_conversation_forwarded_early_without_mismat
     assert len(store.for_tenant(store.tenant_id_for_key(TEST_API_KEY)).list_conversations()) == 1
 
 
+async def test_codex_resends_are_forwarded_from_the_http_loop(
+        make_proxy: ProxyFactory, fake_upstream: FakeUpstream) -> None:
+    """A large Codex resend is parsed past its shared `input` items and decided on the HTTP loop
+    (proxy/wire/responses.py `Translations`): the provider has it while the engine thread is blocked."""
+    server = await make_proxy()
+    items: list[JSON] = [{"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": "go"}]}]
+    for step in range(4):
+        call = tool_call(f"call_{step}", "shell", {"command": ["cat", f"log_{step}"]})
+        fake_upstream.queue(Reply(text=None, reasoning=True, tool_calls=[call]))
+        body = {"model": "gpt-4o-mini", "stream": True, "input": items, "tools": CODEX_TOOLS, "store": False}
+        if step == 3:  # the engine thread busy: only the HTTP loop can forward it
+            await settled(server)
+            blocked = asyncio.create_task(server.app[appkeys.HOST].run(lambda: time.sleep(1.0)))
+            answering = asyncio.create_task(_post(server, "/v1/responses", body))
+            for _ in range(100):
+                if len(fake_upstream.requests) == 4:
+                    break
+                await asyncio.sleep(0.005)
+            assert len(fake_upstream.requests) == 4 and not blocked.done()
+            await answering
+            break
+        _, events = await _post(server, "/v1/responses", body)
+        done = next(e for e in events if e.get("type") == "response.completed")
+        items = [*items, *(_codex_echo(i) for i in done["response"]["output"]),
+                 {"type": "function_call_output", "call_id": f"call_{step}", "output": "ok " * 6_000}]
+    assert fake_upstream.last_body["input"] == items
+    await settled(server)
+    assert await _metric(server, "ctxproxy_early_forward_mismatches_total") == 0
+
+
 @pytest.fixture
 async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
     fake = await FakeAnthropic().start()
