@@ -35,12 +35,16 @@ def is_rebuild(run: Runner, cid: str, diverged: int, tail: Sequence[Message]) ->
     stored history of `cid` (see the module docstring). Replies match with their text trimmed."""
     if diverged < MIN_KEPT:
         return False
-    stored = run("SELECT source, message_json FROM messages WHERE tenant_id = :tenant AND conversation_id "
-                 "= :cid AND seq >= :d ORDER BY seq", {"cid": cid, "d": diverged}).fetchall()
-    if not stored or stored[-1][0] != "reply":
-        return False
-    replies = [trimmed_hash(json.loads(body)) for source, body in stored if source == "reply"]
-    return holds_in_order(replies, tail)
+    params = {"cid": cid, "d": diverged}
+    tip = run("SELECT source FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+              "ORDER BY seq DESC LIMIT 1", params).fetchone()
+    count = run("SELECT COUNT(*) FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid AND "
+                "seq >= :d AND source = 'reply'", params).fetchone()[0]
+    if tip is None or tip[0] != "reply" or count > sum(m.get("role") == "assistant" for m in tail):
+        return False  # decided without reading a body (an edit far back of a long history forks)
+    bodies = run("SELECT message_json FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                 "AND seq >= :d AND source = 'reply' ORDER BY seq", params)
+    return holds_in_order([trimmed_hash(json.loads(row[0])) for row in bodies], tail)
 
 
 def holds_in_order(replies: Sequence[str], tail: Sequence[Message]) -> bool:
