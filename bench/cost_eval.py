@@ -4,7 +4,7 @@
 ../shared/real-trajectories request by request (window = a quarter of each session, tokenizer
 gpt-4o-mini) through four strategies:
 
-- `ctxproxy`: the real engine and store with the eval's `local/extractive` summarizer;
+- `ctxproxy`: the real engine and store with the extractive summarizer standing for an LLM one;
 - `sliding_window`: the system prompt plus the newest whole tool rounds within the budget;
 - `compact_once`: keep the system prompt and the task, at 95 % of the budget replace all but the
   newest quarter of the budget with ONE summary from the same summarizer, append until 95 % again
@@ -52,6 +52,7 @@ from replay.records import RecordedConversation  # noqa: E402
 from replay.run import ObservedRequest, ReplayOptions, replay_engine, request_points  # noqa: E402
 
 MODEL = "gpt-4o-mini"
+REMOTE_NAME = "eval/extractive"  # the eval's summarizer, taken for an LLM one (not a local level)
 STRATEGIES = ("ctxproxy", "sliding_window", "compact_once", "full_history")
 OUT = Path("bench/out/cost_eval.json")
 RESULTS_DOC = Path("docs/results.md")
@@ -60,14 +61,18 @@ END = "<!-- cost:end -->"
 
 
 class TokenCountingSummarizer:
-    """Wraps a summarizer and counts the tokens an LLM summarizer would bill: prompt and reply."""
+    """Wraps a summarizer and counts the tokens an LLM summarizer would bill: prompt and reply.
+
+    It stands for the user's LLM summarizer (a remote one, `REMOTE_NAME`): the engine calls it only
+    while a request's deadline allows a network call, and its calls are what a request waits on; the
+    engine's own local levels (extractive, truncation) are neither billed nor waited on."""
 
     def __init__(self, inner: Summarizer, counter: TokenCounter) -> None:
         self.inner, self.counter, self.tokens = inner, counter, 0
 
     @property
     def name(self) -> str:
-        return self.inner.name
+        return REMOTE_NAME
 
     async def complete(self, request: SummaryRequest) -> str:
         text = await self.inner.complete(request)
@@ -245,8 +250,9 @@ def section(results: Sequence[CostResult], strategies: Sequence[str], meta: Mapp
     lines = [BEGIN, "## What the next call can use, and what it costs (`python -m bench.cost_eval`)", "",
              f"{len({r.conversation for r in results})} real sessions of ../shared/real-trajectories (never "
              f"copied), replayed request by request; tokenizer `{MODEL}`; {meta['seconds']} s with "
-             f"{meta['workers']} workers. `ctxproxy` runs the real engine with the eval's "
-             "`local/extractive` summarizer; `compact_once` keeps the system prompt and the task and, at "
+             f"{meta['workers']} workers. `ctxproxy` runs the real engine with the extractive "
+             "summarizer standing for an LLM one (billed, waited on; the engine's own local levels are "
+             "neither); `compact_once` keeps the system prompt and the task and, at "
              "95 % of the budget, replaces all but the newest quarter of the budget with one summary from "
              "the same summarizer (replay/compact_once.py); `sliding_window` keeps the newest whole tool "
              "rounds; `full_history` sends everything. Raw figures: `bench/out/cost_eval.json`.", ""]

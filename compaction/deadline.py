@@ -26,10 +26,16 @@ class Deadline:
 
     at: float | None
     clock: Clock = field(default=time.monotonic, compare=False)
+    local: bool = False  # chosen, not missed: the LLM levels are not tried (nor reported rejected)
 
     @classmethod
     def after(cls, seconds: float, clock: Clock = time.monotonic) -> Deadline:
         return cls(clock() + seconds, clock)
+
+    @classmethod
+    def local_only(cls, clock: Clock = time.monotonic) -> Deadline:
+        """Already passed, by choice: the local levels alone, for at most `LOCAL_GRACE_S`."""
+        return cls(clock(), clock, local=True)
 
     @classmethod
     def never(cls) -> Deadline:

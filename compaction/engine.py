@@ -277,15 +277,24 @@ class Engine:
     async def _compact_request(self, ctx: RequestContext,
                                deadline: Deadline) -> tuple[WorkingView, list[CompactionEvent]]:
         """Load the newest view (another step may have just saved one); when the request is still
-        over budget, compact: to the target before the fresh tail, then to the budget into it."""
+        over budget, compact: to the target before the fresh tail (prepared summaries first; then the
+        summarizer while still over budget, else the local levels), then to the budget into it."""
         loaded = wv = self._load(ctx)
         events: list[CompactionEvent] = []
         if measure_request(ctx, wv) > ctx.budget.total:
             pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
             wv, events = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
                                                    ceiling=ctx.budget.total, summarize=False)
-            if measure_request(ctx, wv) > ctx.budget.total:  # what was prepared is not enough
+            landed = measure_request(ctx, wv)
+            if landed > ctx.budget.total:  # what was prepared is not enough
                 wv, more = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
+                                                     ceiling=ctx.budget.total)
+                events += more
+            elif landed > ctx.budget.target + ctx.budget.total * loop.LANDING_TOLERANCE_PERCENT // 100:
+                # Prepared summaries ran out above the target: the next requests would step again
+                # (another cache rewrite). The local levels finish the step now, without waiting.
+                wv, more = await loop.compact_until(replace(pctx, deadline=Deadline.local_only()), wv,
+                                                     ctx.budget.target, reach="before_tail",
                                                      ceiling=ctx.budget.total)
                 events += more
             if measure_request(ctx, wv) > ctx.budget.total:

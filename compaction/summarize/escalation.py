@@ -111,6 +111,8 @@ async def summarize_with_escalation(summarizer: Summarizer, *, kind: SummaryKind
     limit = deadline or Deadline.never()
     attempts: list[LevelAttempt] = []
     for level in _levels(summarizer, counter):
+        if not level.local and limit.local:
+            continue
         if not level.local and not limit.allows_call():
             attempts.append(LevelAttempt(level.name, level.summarizer.name, False, "deadline",
                                          "the request's compaction deadline has passed"))

@@ -13,7 +13,9 @@ import pytest
 
 from compaction import ExtractiveSummarizer, deadline
 from compaction.engine import Engine
+from compaction.steps.loop import LANDING_TOLERANCE_PERCENT
 from compaction.types import SummarizerChoice
+from compaction.view.budget import Budget
 from config.settings import LiteLLMParams, ModelEntry, Settings
 from store.sqlite.store import Store
 from tests.compaction.conftest import asst, user
@@ -176,3 +178,34 @@ async def test_a_background_step_gives_way_to_a_request_that_must_compact(store:
         assert triggers[:first].count("threshold") <= 2  # the pass under way (one more on a slow machine)
     finally:
         await engine.aclose()
+
+
+async def test_a_step_that_prepared_summaries_leave_high_lands_with_the_local_levels(store: Store) -> None:
+    """Background steps prepared the oldest chunks; turns added since are not. A request step lands
+    within the budget on the prepared summaries but far above the target: landing there, the next
+    requests would step again (another cache rewrite). It goes on to the target with the local
+    levels, without calling the (now hanging) summarizer."""
+    summarizer = ScriptedSummarizer("faithful", delay_s=3_600)
+    engine = make_engine(store, summarizer)
+    settings = replace(SMALL, sync_deadline_s=60.0)
+    msgs = history(30)
+    try:
+        first = await engine.prepare(turn(msgs, settings=settings))
+        assert first.tokens_forwarded <= first.budget and not first.events
+        engine.record_reply(first, turn(msgs, settings=settings), asst("ORD-1000."))
+        assert engine.after_turn(first, turn(msgs, settings=settings))
+        await engine.background.drain()
+        prepared_calls = summarizer.call_count
+        assert prepared_calls > 0 and store.for_tenant("tenant-a").summaries(first.conversation_id)
+        summarizer.behaviour = "slow"  # from here on, a call would hang the request
+        more = [*msgs, asst("ORD-1000."), *history(20)[1:]]
+        second = await asyncio.wait_for(engine.prepare(turn(more, settings=settings)), HANG_GUARD_S)
+    finally:
+        await engine.aclose()
+    assert summarizer.call_count == prepared_calls  # nothing waited on the summarizer
+    budget = Budget.for_turn(turn(more, settings=settings), 0)
+    landing_limit = budget.target + budget.total * LANDING_TOLERANCE_PERCENT // 100
+    assert second.conversation_id == first.conversation_id
+    assert second.tokens_forwarded <= landing_limit < second.budget
+    local = [e for e in second.events if e.outcome == "committed" and e.level == "extractive"]
+    assert local and all(e.trigger == "hard_budget" for e in local)

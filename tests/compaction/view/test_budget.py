@@ -14,8 +14,8 @@ def test_defaulted_reserve_is_capped_at_a_quarter_of_the_window() -> None:
     assert b.reserve_tokens == 2_000
     assert b.total == 8_000 - 2_000 - 256
     assert b.messages == b.total - 100
-    assert b.threshold == b.total * 60 // 100 and b.target == b.total * 40 // 100
-    assert b.prepare_limit == b.total * 25 // 100
+    assert b.threshold == b.total * 60 // 100 and b.target == b.total * 35 // 100
+    assert b.prepare_limit == b.total * 20 // 100
     # a step lands deep; summaries are prepared from the threshold down
     assert b.prepare_limit < b.target < b.threshold < b.total
     assert b.oversized == b.messages // 4
