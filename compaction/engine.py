@@ -290,7 +290,7 @@ class Engine:
                 wv, more = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
                                                      ceiling=ctx.budget.total)
                 events += more
-            elif landed > ctx.budget.target + ctx.budget.total * loop.LANDING_TOLERANCE_PERCENT // 100:
+            elif landed > ctx.budget.target + loop.landing_tolerance(ctx.budget):
                 # Prepared summaries ran out above the target: the next requests would step again
                 # (another cache rewrite). The local levels finish the step now, without waiting.
                 wv, more = await loop.compact_until(replace(pctx, deadline=Deadline.local_only()), wv,

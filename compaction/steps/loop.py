@@ -80,6 +80,11 @@ def _ordered(wv: WorkingView, s: CompactionSettings, budget: Budget, reach: Reac
         yield from _leaves(selection.leaf_chunks(entries, newest, 1, cap, keep=keep))
 
 
+def landing_tolerance(budget: Budget) -> int:
+    """How far from its target a step may land (whole chunks rarely land exactly at it)."""
+    return budget.total * LANDING_TOLERANCE_PERCENT // 100
+
+
 def tail_cap(wv: WorkingView, budget: Budget) -> int:
     """The fresh tail's token cap: its share of what the history may use, i.e. the budget less the
     tool schemas, the system prompt and the last user message (an agent's task can be half the
@@ -157,7 +162,7 @@ class _Loop:
         trim = trim_instead(wv, chunk, saving, excess)
         if trim is not None:
             return trim
-        tolerance = budget.total * LANDING_TOLERANCE_PERCENT // 100
+        tolerance = landing_tolerance(budget)
         near = room is not None and excess <= tolerance  # fits, and not far above the limit
         return None if near and saving - excess > tolerance else fit or options[0]
 

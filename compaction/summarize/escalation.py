@@ -111,11 +111,10 @@ async def summarize_with_escalation(summarizer: Summarizer, *, kind: SummaryKind
     limit = deadline or Deadline.never()
     attempts: list[LevelAttempt] = []
     for level in _levels(summarizer, counter):
-        if not level.local and limit.local:
-            continue
         if not level.local and not limit.allows_call():
-            attempts.append(LevelAttempt(level.name, level.summarizer.name, False, "deadline",
-                                         "the request's compaction deadline has passed"))
+            if not limit.local:  # a missed deadline is reported; a chosen local-only step is not
+                attempts.append(LevelAttempt(level.name, level.summarizer.name, False, "deadline",
+                                             "the request's compaction deadline has passed"))
             continue
         text, attempt = await _attempt(level, job, timeout_s, limit, detach)
         attempts.append(attempt)

@@ -13,7 +13,7 @@ import pytest
 
 from compaction import ExtractiveSummarizer, deadline
 from compaction.engine import Engine
-from compaction.steps.loop import LANDING_TOLERANCE_PERCENT
+from compaction.steps.loop import landing_tolerance
 from compaction.types import SummarizerChoice
 from compaction.view.budget import Budget
 from config.settings import LiteLLMParams, ModelEntry, Settings
@@ -204,7 +204,7 @@ async def test_a_step_that_prepared_summaries_leave_high_lands_with_the_local_le
         await engine.aclose()
     assert summarizer.call_count == prepared_calls  # nothing waited on the summarizer
     budget = Budget.for_turn(turn(more, settings=settings), 0)
-    landing_limit = budget.target + budget.total * LANDING_TOLERANCE_PERCENT // 100
+    landing_limit = budget.target + landing_tolerance(budget)
     assert second.conversation_id == first.conversation_id
     assert second.tokens_forwarded <= landing_limit < second.budget
     local = [e for e in second.events if e.outcome == "committed" and e.level == "extractive"]
