@@ -51,13 +51,14 @@ from config.settings import Settings
 from store.encoding.fastjson import dumps_sorted
 from store.encoding.running_hashes import RunningHashes, exact_json
 from store.interface import StoreBackend, TenantAccess
-from store.models import CompactionEvent, ContextView, ForwardedRecord, Message, StoredMessage
+from store.models import CompactionEvent, ContextView, ForwardedRecord, IngestResult, Message, StoredMessage
 
 log = structlog.get_logger(__name__)
 # A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,
 # ~400k characters, stays on the loop: only its few new messages are counted).
 PRECOUNT_CHARS = 2_000_000
 PRECOUNT_MESSAGES = 5_000
+INGEST_SLICE_MESSAGES = 500  # new messages stored per transaction of a long history: ~50 ms each
 ELISION_MODEL = "local/elision"  # provenance name of request-time elision (truncate.py)
 SummarizerFor = Callable[[ChatTurn], SummarizerChoice]
 
@@ -139,8 +140,8 @@ class Engine:
         else:
             resent, messages, expected, sent = start.resent, start.messages, start.expected, start.sent
             counter, counted = TokenCounter.for_model(turn.model), start.counts  # loaded: `early` found it
-        ctx = self._context(turn, messages, resent.keys, await precounted(counter, messages,
-                                                                          encoded=resent.blob, known=counted))
+        ctx = await self._context(turn, messages, resent.keys, await precounted(
+            counter, messages, encoded=resent.blob, known=counted))
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
                                                        len(ctx.ingest.messages)) \
                 and ctx.tenant.view(ctx.conversation_id) is None:
@@ -227,14 +228,13 @@ class Engine:
         await early(made[0])
         return made
 
-    def _context(self, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
-                 counts: Callable[[Message], int]) -> RequestContext:
+    async def _context(self, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
+                       counts: Callable[[Message], int]) -> RequestContext:
         counter = TokenCounter.for_model(turn.model)  # loaded by prepare, off the loop
         client_tools = counter.count_tools(turn.tools)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, client_tools))
         tenant = self.store.for_tenant(turn.tenant_id)
-        ingest = tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
-                               count_tokens=counts, keys=keys)
+        ingest = await _ingest(tenant, turn, messages, keys, counts)
         if ingest.forked and turn.settings.enabled:
             forks.adopt_parent_summaries(tenant, ingest)
         ingest = replace(ingest, messages=recounted(ingest.conversation.model, ingest.messages, counter))
@@ -454,6 +454,22 @@ def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     view = tenant.save_view(ContextView(wv.conversation_id, 0, wv.items(), wv.last_seq, wv.anchor_ids))
     RESENDS.compacted(wv.conversation_id)
     return replace(wv, view=view, latest_version=view.version)
+
+
+async def _ingest(tenant: TenantAccess, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
+                  counts: Callable[[Message], int]) -> IngestResult:
+    """The request's history stored; a long one (an imported session) in slices of
+    `INGEST_SLICE_MESSAGES`, other conversations' work running between them (one transaction of
+    50,000 messages held the engine for seconds)."""
+    if len(messages) <= INGEST_SLICE_MESSAGES:
+        return tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
+                             count_tokens=counts, keys=keys)
+    for result in tenant.ingest_slices(messages, model=turn.model, external_id=turn.external_conversation_id,
+                                       count_tokens=counts, keys=keys, size=INGEST_SLICE_MESSAGES):
+        if result is not None:
+            return result
+        await asyncio.sleep(0)
+    raise StoreError("internal: a sliced ingest ended without its result")
 
 
 async def precounted(counter: TokenCounter, messages: list[Message], encoded: bytes | None = None,

@@ -7,7 +7,7 @@ writes only its own tenant's rows: another tenant's ids behave exactly like none
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
 from config.errors import StoreError
@@ -43,6 +43,10 @@ class TenantAccess(Protocol):
     def ingest(self, messages: Sequence[Message], *, model: str, external_id: str | None,
                count_tokens: Callable[[Message], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult: ...
+
+    def ingest_slices(self, messages: Sequence[Message], *, model: str, external_id: str | None,
+                      count_tokens: Callable[[Message], int], keys: Sequence[bytes | None] | None = None,
+                      size: int) -> Iterator[IngestResult | None]: ...
 
     def append_reply(self, conversation_id: str, message: Message, token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage: ...

@@ -16,7 +16,7 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Protocol
@@ -135,6 +135,31 @@ class TenantStore:
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
                                      count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows,
                                      keys=keys)
+
+    def ingest_slices(self, messages: Sequence[Message], *, model: str, external_id: str | None,
+                      count_tokens: Callable[[Message], int], keys: Sequence[bytes | None] | None = None,
+                      size: int) -> Iterator[IngestResult | None]:
+        """`ingest` for a long history, `size` new messages per transaction: yields None between
+        transactions (the caller lets other work run there), then the result. Should another request
+        write to the conversation between two slices, the rest is ingested as a whole request (its
+        identity found again). A failure leaves the slices before it stored: a prefix of the
+        history, which the client's next request continues."""
+        with self._conn.ingest_transaction(messages):
+            state = ingest_mod.begin(self._run, messages, model=model, external_id=external_id,
+                                     count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows, keys=keys)
+            ingest_mod.append(self._run, state, min(len(messages), state.next + size))
+        while state.next < len(messages):
+            yield None
+            with self._tx(state.conversation_id):
+                if not ingest_mod.still_at(self._run, state):
+                    break
+                ingest_mod.append(self._run, state, min(len(messages), state.next + size))
+        if state.next == len(messages):
+            yield ingest_mod.finish(state)
+            return
+        again = self.ingest(messages, model=model, external_id=external_id, count_tokens=count_tokens,
+                            keys=keys)
+        yield replace(again, forked=again.forked or state.forked, revised=again.revised or state.revised)
 
     def append_reply(self, conversation_id: str, message: Message, token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage:

@@ -20,6 +20,7 @@ from compaction.anchors.extract import extract_anchors, render_anchor_block
 from compaction.deadline import Deadline
 from compaction.messages import strip_private_fields
 from compaction.observer import CompactionObserver, NullObserver
+from compaction.offload import off_loop
 from compaction.steps import selection
 from compaction.summarize.escalation import Detach, EscalationOutcome, summarize_with_escalation
 from compaction.summarize.prompts import build_source_text
@@ -58,6 +59,7 @@ ANCHOR_TEXT_MAX = 100_000  # anchors handed to the verifier are not budget-bound
 # at most): a placeholder id may tokenize differently by up to one token per character, plus borders.
 ID_TOKENS_SLACK = 2 * (12 + 2)
 _PLACEHOLDER_ID = "sum_" + "0" * 12
+CHARS_PER_TOKEN = 4  # about, for English and code: sizes work for `off_loop` from token counts
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
     base = CompactionEvent(wv.conversation_id, ctx.trigger, kind, "normal", "failed",
                            ctx.choice.summarizer.name, dict(ctx.choice.settings), tokens_before=before)
     try:
-        drafts = _anchor_drafts(wv, chunk) if kind == "leaf" else []
+        size = sum(e.tokens for e in chunk) * CHARS_PER_TOKEN
+        drafts = await off_loop(size, _anchor_drafts, wv, chunk) if kind == "leaf" else []
         outcome, draft = await _summarize(ctx, wv, kind, chunk, drafts)
         base = replace(base, level=cast(Any, outcome.level), summarizer_model=outcome.model,
                        prompt_version=outcome.prompt_version)
@@ -242,8 +245,9 @@ async def _summarize(ctx: PassContext, wv: WorkingView, kind: Literal["leaf", "c
                else ctx.tenant.anchors(wv.conversation_id))
     block = render_anchor_block(anchors, max_tokens=ANCHOR_TEXT_MAX, counter=ctx.counter)
     input_tokens = sum(e.tokens for e in chunk)
+    sources_text = await off_loop(input_tokens * CHARS_PER_TOKEN, build_source_text, items)  # redacts
     outcome = await summarize_with_escalation(
-        ctx.choice.summarizer, kind=kind, sources_text=build_source_text(items),
+        ctx.choice.summarizer, kind=kind, sources_text=sources_text,
         anchors_text=str(block["content"]) if block else "",
         target_tokens=ctx.budget.summary_target(ctx.settings, kind, input_tokens),
         counter=ctx.counter, input_tokens=input_tokens, deadline=ctx.deadline, detach=ctx.detach)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from compaction.deadline import Deadline
+from compaction.offload import off_loop
 from compaction.summarize.prompts import PROMPT_VERSION, build_request
 from compaction.summarize.redact import redact
 from compaction.summarize.source_blocks import truncate_sources
@@ -122,7 +123,7 @@ async def summarize_with_escalation(summarizer: Summarizer, *, kind: SummaryKind
             report_unusable(level.summarizer)
         if attempt.accepted and text is not None:
             return _outcome(redact(text), level.name, "passed", attempts, level.summarizer.name, counter)
-    return _truncation(job, attempts)
+    return await off_loop(len(job.sources_text), _truncation, job, attempts)
 
 
 def report_unusable(summarizer: object) -> None:
@@ -184,8 +185,14 @@ async def _attempt(level: _Level, job: _Job, timeout_s: float | None, deadline: 
     except Exception as exc:  # any summarizer failure is data: the next level runs
         error = redact(f"{type(exc).__name__}: {exc}")[:500]
         return None, LevelAttempt(level.name, name, False, "error", error, duration_ms=_ms(started))
-    text = redact(raw if isinstance(raw, str) else "")
     attempt = LevelAttempt(level.name, name, True, duration_ms=_ms(started))
+    raw_text = raw if isinstance(raw, str) else ""
+    return await off_loop(len(raw_text) + len(job.sources_text), _redacted_judged, raw_text, attempt, job)
+
+
+def _redacted_judged(raw: str, attempt: LevelAttempt, job: _Job) -> tuple[str, LevelAttempt]:
+    """A level's answer redacted, and judged (CPU work: the verifier reads the whole source)."""
+    text = redact(raw)
     return text, _judge(attempt, text, job)
 
 

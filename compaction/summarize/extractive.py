@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from compaction.anchors.index import bounded, command_files, command_line, error_lines
+from compaction.offload import off_loop
 from compaction.summarize.prompts import EXPAND_LINE_PREFIX, SECTIONS
 from compaction.summarize.verify import FactChecker
 from compaction.tokens import TokenCounter
@@ -256,7 +257,8 @@ class ExtractiveSummarizer:
         return LOCAL_EXTRACTIVE
 
     async def complete(self, request: SummaryRequest) -> str:
-        return self.summarize(source_from_prompt(request.user_prompt), request.target_tokens)
+        source = source_from_prompt(request.user_prompt)
+        return await off_loop(len(source), self.summarize, source, request.target_tokens)
 
     def summarize(self, source: str, target_tokens: int) -> str:
         """Structured summary of `source` in at most about `target_tokens` tokens."""

@@ -235,12 +235,47 @@ def _rebuilt(run: Runner, match: _Match, chain: Sequence[str], messages: Sequenc
     return next((c for c in candidates if revisions.is_rebuild(run, c["id"], depth, messages[depth:])), None)
 
 
+@dataclass
+class Ingesting:
+    """An ingest under way: the conversation identified, the messages before `next` stored."""
+
+    conversation: sqlite3.Row
+    messages: Sequence[Message]
+    chain: list[str]
+    contents: list[str]  # content hashes of messages[keep:]
+    keep: int  # how many were stored before this request
+    stored: list[StoredMessage]
+    count_tokens: Callable[[Message], int]
+    forked: bool
+    revised: bool
+    now: float
+
+    @property
+    def next(self) -> int:
+        return len(self.stored)
+
+    @property
+    def conversation_id(self) -> str:
+        return str(self.conversation["id"])
+
+
 def ingest(run: Runner, messages: Sequence[Message], *, model: str, external_id: str | None,
            count_tokens: Callable[[Message], int], prefix_rows: PrefixRows | None = None,
            keys: Sequence[bytes | None] | None = None) -> IngestResult:
     """Identify the conversation, store only new messages; the caller holds the transaction.
     `prefix_rows`: the backend's cache of stored rows already read (store/history/prefix_rows.py); `keys`:
     the messages' `exact_keys` when the caller has them (store/encoding/running_hashes.py)."""
+    state = begin(run, messages, model=model, external_id=external_id, count_tokens=count_tokens,
+                  prefix_rows=prefix_rows, keys=keys)
+    append(run, state, len(messages))
+    return finish(state)
+
+
+def begin(run: Runner, messages: Sequence[Message], *, model: str, external_id: str | None,
+          count_tokens: Callable[[Message], int], prefix_rows: PrefixRows | None = None,
+          keys: Sequence[bytes | None] | None = None) -> Ingesting:
+    """Identify the conversation `messages` continue (forking or revising when they diverge);
+    nothing new is stored yet (`append`)."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
     keys = exact_keys(messages) if keys is None else keys
@@ -266,16 +301,35 @@ def ingest(run: Runner, messages: Sequence[Message], *, model: str, external_id:
     stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows, keys) if keep else []
     if contents is None:
         contents = [body_hash(b) for b in canonical_bodies(messages[keep:])]  # what is new
-    for seq in range(keep, len(messages)):
-        stored.append(insert_message(run, conv["id"], seq, messages[seq], count_tokens(messages[seq]),
-                                     (chain[seq], contents[seq - keep]), "client", now))
-    new_count = len(messages) - keep if keep < len(messages) else 0
-    if new_count:
+    return Ingesting(conv, messages, chain, contents, keep, stored, count_tokens, forked, revised, now)
+
+
+def append(run: Runner, state: Ingesting, upto: int) -> None:
+    """Store `state`'s messages up to `upto` (exclusive) and the conversation's new length."""
+    messages, cid, start = state.messages, state.conversation_id, state.next
+    for seq in range(start, upto):
+        state.stored.append(insert_message(run, cid, seq, messages[seq], state.count_tokens(messages[seq]),
+                                           (state.chain[seq], state.contents[seq - state.keep]), "client",
+                                           state.now))
+    if upto > start:
         run("UPDATE conversations SET message_count = :count, updated_at = :now "
-            "WHERE tenant_id = :tenant AND id = :cid",
-            {"count": len(messages), "now": now, "cid": conv["id"]})
-    conversation = _conversation_after(conv, new_count, len(messages), now, revised)
-    return IngestResult(conversation, tuple(stored), new_count, forked, revised)
+            "WHERE tenant_id = :tenant AND id = :cid", {"count": upto, "now": state.now, "cid": cid})
+
+
+def still_at(run: Runner, state: Ingesting) -> bool:
+    """Whether the conversation still ends where `state` stopped (no other request wrote to it
+    between two slices of this one)."""
+    row = run("SELECT message_count FROM conversations WHERE tenant_id = :tenant AND id = :cid",
+              {"cid": state.conversation_id}).fetchone()
+    return row is not None and row["message_count"] == state.next
+
+
+def finish(state: Ingesting) -> IngestResult:
+    """The result once every message is stored."""
+    total = len(state.messages)
+    new_count = total - state.keep if state.keep < total else 0
+    conversation = _conversation_after(state.conversation, new_count, total, state.now, state.revised)
+    return IngestResult(conversation, tuple(state.stored), new_count, state.forked, state.revised)
 
 
 def _conversation_after(row: sqlite3.Row, new_count: int, total: int, now: float,

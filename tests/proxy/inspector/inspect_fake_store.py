@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from compaction.types import Message
@@ -50,6 +50,12 @@ class FakeTenantStore:
         conv = Conversation(cid, self.tenant_id, model, external_id, None, len(stored), now, now)
         self._convs[cid], self._msgs[cid] = conv, stored
         return IngestResult(conv, tuple(stored), len(stored), False)
+
+    def ingest_slices(self, messages: Sequence[Message], *, model: str, external_id: str | None,
+                      count_tokens: Callable[[dict[str, Any]], int],
+                      keys: Sequence[bytes | None] | None = None, size: int) -> Iterator[IngestResult | None]:
+        yield self.ingest(messages, model=model, external_id=external_id, count_tokens=count_tokens,
+                          keys=keys)
 
     def conversation(self, conversation_id: str) -> Conversation:
         if conversation_id not in self._convs:

@@ -1,0 +1,81 @@
+"""A long history stored in slices: one transaction per slice, the same result as one ingest.
+
+The engine stores an imported session's history `size` new messages per transaction and lets other
+conversations' work run between slices (compaction/engine.py `_ingest`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from compaction.types import Message
+from store.interface import StoreBackend, TenantAccess
+from store.models import IngestResult
+from tests.store.store_helpers import TokenCounter, history, scalar
+
+
+def _drain(steps: Iterator[IngestResult | None]) -> tuple[IngestResult, int]:
+    """The sliced ingest's result and how many pauses it offered."""
+    pauses = 0
+    for item in steps:
+        if item is None:
+            pauses += 1
+        else:
+            return item, pauses
+    raise AssertionError("no result")
+
+
+def _sliced(tenant: TenantAccess, msgs: list[Message], counter: TokenCounter,
+            size: int = 4) -> Iterator[IngestResult | None]:
+    return tenant.ingest_slices(msgs, model="m", external_id=None, count_tokens=counter, size=size)
+
+
+@pytest.mark.parametrize("turns", [1, 5, 6])
+def test_slices_store_what_one_ingest_stores(store: StoreBackend, alice: TenantAccess, bob: TenantAccess,
+                                             counter: TokenCounter, turns: int) -> None:
+    msgs = history(turns)  # 3, 11 and 13 messages: one slice, several, a last partial one
+    sliced, pauses = _drain(_sliced(alice, msgs, counter))
+    whole = bob.ingest(msgs, model="m", external_id=None, count_tokens=counter)
+    assert pauses == (len(msgs) - 1) // 4
+    assert sliced.new_count == whole.new_count == len(msgs) and not sliced.forked
+    assert sliced.conversation.message_count == len(msgs)
+    assert [(m.seq, m.chain_hash, m.content_hash, m.token_count) for m in sliced.messages] == \
+        [(m.seq, m.chain_hash, m.content_hash, m.token_count) for m in whole.messages]
+    assert [m.id for m in alice.messages(sliced.conversation.id)] == [m.id for m in sliced.messages]
+    again = alice.ingest(msgs, model="m", external_id=None, count_tokens=counter)  # a resend: nothing new
+    assert again.conversation.id == sliced.conversation.id and again.new_count == 0
+
+
+def test_between_slices_the_stored_prefix_is_a_whole_conversation(alice: TenantAccess,
+                                                                  counter: TokenCounter) -> None:
+    msgs = history(6)
+    steps = _sliced(alice, msgs, counter)
+    assert next(steps) is None
+    (partial,) = alice.list_conversations()
+    assert partial.message_count == 4
+    assert [m.seq for m in alice.messages(partial.id)] == [0, 1, 2, 3]
+    result, _ = _drain(steps)
+    assert result.conversation.id == partial.id and result.conversation.message_count == len(msgs)
+
+
+def test_another_request_writing_between_slices_is_not_duplicated(
+        store: StoreBackend, alice: TenantAccess, counter: TokenCounter) -> None:
+    msgs = history(6)
+    steps = _sliced(alice, msgs, counter)
+    assert next(steps) is None  # 4 stored; a retry of the same request stores everything meanwhile
+    retry = alice.ingest(msgs, model="m", external_id=None, count_tokens=counter)
+    result, _ = _drain(steps)
+    assert result.conversation.id == retry.conversation.id
+    assert [m.id for m in result.messages] == [m.id for m in retry.messages]
+    assert int(scalar(store, "SELECT COUNT(*) FROM messages")) == len(msgs)
+
+
+def test_a_diverging_long_history_forks_in_slices(alice: TenantAccess, counter: TokenCounter) -> None:
+    original = history(6)
+    first = alice.ingest(original, model="m", external_id=None, count_tokens=counter)
+    edited = [*original[:5], {"role": "user", "content": "an edited question"}, *history(4)[1:]]
+    result, pauses = _drain(_sliced(alice, edited, counter))
+    assert result.forked and result.conversation.id != first.conversation.id and pauses
+    assert result.conversation.message_count == len(edited)
+    assert alice.conversation(first.conversation.id).message_count == len(original)  # untouched
