@@ -51,14 +51,23 @@ from config.settings import Settings
 from store.encoding.fastjson import dumps_sorted
 from store.encoding.running_hashes import RunningHashes, exact_json
 from store.interface import StoreBackend, TenantAccess
-from store.models import CompactionEvent, ContextView, ForwardedRecord, IngestResult, Message, StoredMessage
+from store.models import (
+    CompactionEvent,
+    ContextView,
+    Conversation,
+    ForwardedRecord,
+    IngestResult,
+    Message,
+    StoredMessage,
+)
 
 log = structlog.get_logger(__name__)
 # A request this large is tokenised in a worker thread before ingest (a resent 100k-token history,
 # ~400k characters, stays on the loop: only its few new messages are counted).
 PRECOUNT_CHARS = 2_000_000
 PRECOUNT_MESSAGES = 5_000
-INGEST_SLICE_MESSAGES = 500  # new messages stored per transaction of a long history: ~50 ms each
+READ_PAGE_MESSAGES = 2_000  # stored messages a background step reads at a time
+INGEST_SLICE_MESSAGES = 250  # new messages stored per transaction of a long history: ~25 ms each
 ELISION_MODEL = "local/elision"  # provenance name of request-time elision (truncate.py)
 SummarizerFor = Callable[[ChatTurn], SummarizerChoice]
 
@@ -389,7 +398,8 @@ class Engine:
         if trigger == "threshold":  # preparing ahead gives way to a request that must compact now
             pctx = replace(pctx, interrupted=self._lock(cid).locked)
         tenant = self.store.for_tenant(turn.tenant_id)
-        stored = recounted(tenant.conversation(cid).model, tenant.messages(cid), counter)
+        conversation = tenant.conversation(cid)
+        stored = recounted(conversation.model, await _stored_messages(tenant, conversation), counter)
         wv = workview.load(tenant, cid, last_seq=None, render=pctx.render,
                            count=counter.count_recurring, messages=stored)
         if trigger == "manual":
@@ -470,6 +480,18 @@ async def _ingest(tenant: TenantAccess, turn: ChatTurn, messages: list[Message],
             return result
         await asyncio.sleep(0)
     raise StoreError("internal: a sliced ingest ended without its result")
+
+
+async def _stored_messages(tenant: TenantAccess, conversation: Conversation) -> list[StoredMessage]:
+    """Every stored message of `conversation`, read `READ_PAGE_MESSAGES` at a time, other
+    conversations' work running between pages (a background step over an imported history read
+    50,000 at once). Live seqs run 0..message_count-1; what was appended meanwhile comes last."""
+    cid, count = conversation.id, conversation.message_count
+    out: list[StoredMessage] = []
+    for start in range(0, count, READ_PAGE_MESSAGES):
+        out += tenant.messages(cid, start_seq=start, end_seq=min(count, start + READ_PAGE_MESSAGES))
+        await asyncio.sleep(0)
+    return out + tenant.messages(cid, start_seq=count)
 
 
 async def precounted(counter: TokenCounter, messages: list[Message], encoded: bytes | None = None,

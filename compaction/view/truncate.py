@@ -105,14 +105,38 @@ def _drop_runs(ctx: _Fit, slots: list[Slot]) -> list[Slot]:
     anchors = next((s.group for s in slots if s.category == "anchors"), None)
     groups = list(dict.fromkeys(s.group for s in slots if not s.protected and s.group != anchors))
     order = groups + ([anchors] if anchors is not None else [])
-    lo, hi = 0, len(order)
-    while lo < hi:  # the smallest k such that dropping the k oldest fits
+
+    def fits(k: int) -> bool:
+        return ctx.over(_without(ctx, slots, set(order[:k]))) <= 0
+
+    # The smallest k such that dropping the k oldest fits. Each probe rebuilds the slots (a long
+    # imported history: tens of thousands), so the search starts where dropping without pointer
+    # lines would just fit (pointers only add tokens: no smaller k fits) and gallops from there.
+    lo = bound = _fewest_without_pointers(ctx, slots, order)
+    step = 1
+    while bound < len(order) and not fits(bound):  # no k <= bound fits
+        lo, bound, step = bound + 1, min(len(order), bound + step), step * 2
+    hi = bound  # fits, or drops every group
+    while lo < hi:
         mid = (lo + hi) // 2
-        if ctx.over(_without(ctx, slots, set(order[:mid]))) <= 0:
+        if fits(mid):
             hi = mid
         else:
             lo = mid + 1
     return _without(ctx, slots, set(order[:lo]))
+
+
+def _fewest_without_pointers(ctx: _Fit, slots: list[Slot], order: list[int]) -> int:
+    """How many of the oldest groups in `order` must go for the rest to fit, pointer lines aside."""
+    tokens: dict[int, int] = {}
+    for slot in slots:
+        tokens[slot.group] = tokens.get(slot.group, 0) + slot.tokens
+    over, freed = ctx.over(slots), 0
+    for k, group in enumerate(order):
+        if freed >= over:
+            return k
+        freed += tokens.get(group, 0)
+    return len(order)
 
 
 def _without(ctx: _Fit, slots: list[Slot], dropped: set[int]) -> list[Slot]:

@@ -242,7 +242,6 @@ class Ingesting:
     conversation: sqlite3.Row
     messages: Sequence[Message]
     chain: list[str]
-    contents: list[str]  # content hashes of messages[keep:]
     keep: int  # how many were stored before this request
     stored: list[StoredMessage]
     count_tokens: Callable[[Message], int]
@@ -283,9 +282,7 @@ def begin(run: Runner, messages: Sequence[Message], *, model: str, external_id: 
     now = time.time()
     conv, keep = match.conversation, match.matched
     forked = revised = False
-    contents: list[str] | None = None  # content hashes of messages[keep:], when known
     if conv is not None and _forks(match, len(messages)):
-        contents = [body_hash(b) for b in canonical_bodies(messages[keep:])]
         rebuilt = _rebuilt(run, match, chain, messages, external_id)
         if rebuilt is not None:
             conv = rebuilt
@@ -294,23 +291,20 @@ def begin(run: Runner, messages: Sequence[Message], *, model: str, external_id: 
         else:
             forked = external_id is not None or not _only_system(messages, keep)
             conv = insert_conversation(run, model, external_id, conv["id"] if forked else None, now)
-            contents = [body_hash(b) for b in canonical_bodies(messages[:keep])] + contents
             keep = 0
     elif conv is None:
         conv = insert_conversation(run, model, external_id, None, now)
     stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows, keys) if keep else []
-    if contents is None:
-        contents = [body_hash(b) for b in canonical_bodies(messages[keep:])]  # what is new
-    return Ingesting(conv, messages, chain, contents, keep, stored, count_tokens, forked, revised, now)
+    return Ingesting(conv, messages, chain, keep, stored, count_tokens, forked, revised, now)
 
 
 def append(run: Runner, state: Ingesting, upto: int) -> None:
     """Store `state`'s messages up to `upto` (exclusive) and the conversation's new length."""
     messages, cid, start = state.messages, state.conversation_id, state.next
-    for seq in range(start, upto):
+    contents = [body_hash(b) for b in canonical_bodies(messages[start:upto])]
+    for seq, content in zip(range(start, upto), contents, strict=True):
         state.stored.append(insert_message(run, cid, seq, messages[seq], state.count_tokens(messages[seq]),
-                                           (state.chain[seq], state.contents[seq - state.keep]), "client",
-                                           state.now))
+                                           (state.chain[seq], content), "client", state.now))
     if upto > start:
         run("UPDATE conversations SET message_count = :count, updated_at = :now "
             "WHERE tenant_id = :tenant AND id = :cid", {"count": upto, "now": state.now, "cid": cid})

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from compaction import Engine, ExtractiveSummarizer, SummarizerChoice
+from compaction import engine as engine_module
 from compaction.engine import INGEST_SLICE_MESSAGES
 from compaction.offload import OFF_LOOP_MIN_CHARS, off_loop
 from config.settings import LiteLLMParams, ModelEntry, Settings, StoreSettings
@@ -109,6 +110,22 @@ async def test_a_long_history_is_stored_in_slices_with_the_loop_free_between_the
     assert not prepared.compacted and len(prepared.messages) == len(messages)
     partial = sorted({n for n in seen if n < len(messages)})
     assert partial == [INGEST_SLICE_MESSAGES, 2 * INGEST_SLICE_MESSAGES]
+
+
+async def test_a_background_step_reads_a_long_history_a_page_at_a_time(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_module, "READ_PAGE_MESSAGES", 4)
+    tenant = store.for_tenant("tenant-a")
+    stored = tenant.ingest(history(5), model="m", external_id=None, count_tokens=lambda m: 1)
+    ticks = _Ticks()
+    ticking = asyncio.create_task(ticks.run())
+    try:
+        read = await engine_module._stored_messages(tenant, stored.conversation)
+    finally:
+        ticks.stop()
+        await ticking
+    assert [m.id for m in read] == [m.id for m in tenant.messages(stored.conversation.id)]
+    assert len(read) == 12 and ticks.count >= 3  # three pages, the loop turning after each
 
 
 async def test_small_work_stays_inline_and_large_work_moves_to_a_worker_thread() -> None:

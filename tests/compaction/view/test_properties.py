@@ -21,6 +21,7 @@ from compaction.steps.selection import fresh_tail_start, newest_group_start, spa
 from compaction.tokens import TokenCounter
 from compaction.toolpairs import SYSTEM_ROLES, group_messages, is_derived, validate_outgoing
 from compaction.types import Message
+from compaction.view import truncate
 from compaction.view.elision import MARK, RecallNames
 from compaction.view.entry import Entry, last_user_index
 from compaction.view.plan import Plan, SystemMessage, build_plan, raw_entries
@@ -140,6 +141,24 @@ def test_plan_then_truncate_always_fits_and_stays_valid(msgs: list[Message], bud
     assert_no_husks(plan, out)
     if not offered:
         assert all("context_expand" not in str(m.get("content")) for m in forwarded)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversation(), st.integers(100, 6_000), st.integers(0, 12), st.booleans())
+def test_dropping_runs_drops_the_fewest_oldest_groups_that_fit(msgs: list[Message], budget: int,
+                                                               summarize_first: int, offered: bool) -> None:
+    clean = [{k: v for k, v in m.items() if k != "pinned"} for m in msgs]
+    system, entries = _plan_inputs(msgs, summarize_first)
+    plan = build_plan(system, None, 0, entries, _render(clean), tools_tokens=0, budget=budget,
+                      request_length=len(msgs))
+    ctx = truncate._Fit(plan, budget, COUNTER, RECALL if offered else None, budget // 4, budget // 2)
+    slots = list(plan.slots)
+    order = list(dict.fromkeys(s.group for s in slots if not s.protected))
+    outcomes = [truncate._without(ctx, slots, set(order[:k])) for k in range(len(order) + 1)]
+    fitting = [k for k, out in enumerate(outcomes) if ctx.over(out) <= 0]
+    monotone = fitting == list(range(fitting[0], len(order) + 1)) if fitting else True
+    if monotone:  # dropping more never costs more (pointer lines aside): the fewest that fit, exactly
+        assert truncate._drop_runs(ctx, slots) == outcomes[fitting[0] if fitting else len(order)]
 
 
 def assert_no_husks(plan: Plan, out: Plan) -> None:
