@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench import route_cpu
 from bench.common import fmt_ratio
 from bench.doc_sections import replace_section
 from bench.memory import fill_text, met, per_1k
@@ -125,6 +126,18 @@ def _store(r: dict[str, Any] | None) -> list[str]:
             f"{r['forwarded_share']:.1%} of the database, {by_length} per forwarded request."]
 
 
+def _routes(r: dict[str, Any] | None) -> list[str]:
+    if not r:
+        return []
+    rows = [f"| {name} | {x['cpu_ms']:.2f} | {x['vs_chat']:.2f}x |" for name, x in r["routes"].items()]
+    return ["", "### CPU per request on each route", "",
+            f"A resent ~{r['tokens'] // 1000}k-token history on chat, Messages (to an Anthropic endpoint) "
+            f"and Responses, {r['requests']} requests per route in turn, nothing compacted; the proxy "
+            "process's CPU from /proc (`python -m bench.route_cpu`). Target: Messages and Responses "
+            f"within {route_cpu.TARGET_RATIO}x chat's.", "",
+            "| route | CPU ms / request | vs chat |", "|---|---:|---:|", *rows]
+
+
 def _imports(r: dict[str, Any] | None) -> list[str]:
     if not r:
         return []
@@ -146,7 +159,8 @@ def section(result: dict[str, Any], chart_rel: str) -> str:
             f"Machine: {meta['cpus']} CPUs ({meta['machine']}), Python {meta['python']}. "
             f"Run time {meta['total_s']} s ({steps}). Raw figures: `bench/out/bench.json`. "
             "LiteLLM's proxy comes from `.venv-litellm-proxy` (`make bench-deps`, run by `make bench`).", ""]
-    body = (_throughput(result["throughput"]) + _resend(result.get("resend")) + _cpu(result["cpu"], chart_rel)
+    body = (_throughput(result["throughput"]) + _resend(result.get("resend")) + _routes(result.get("routes"))
+            + _cpu(result["cpu"], chart_rel)
             + _memory_search(result["memory"], result["search"]) + _store(result.get("store"))
             + _imports(result.get("import_stall")))
     return "\n".join([*head, *body, END])

@@ -31,6 +31,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import aiohttp  # noqa: E402
 
 MODEL = "gpt-4o-mini"
+CLAUDE_MODEL = "claude-sonnet-4-5"  # served by the fake upstream's Messages API (route_cpu)
 API_KEY = "sk-bench-0123456789abcdef"
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
 REPO = Path(__file__).resolve().parent.parent
@@ -224,9 +225,13 @@ def start_upstream(workdir: Path) -> Server:
 
 def ctxproxy_config(upstream_url: str, db: Path, window: int, extractive: bool = False,
                     background: bool = True, store: Mapping[str, int] | None = None) -> str:
-    """YAML for `ctxproxy serve`: one model routed to the fake upstream; `store`: more store keys."""
+    """YAML for `ctxproxy serve`: a chat model and a Claude model routed to the fake upstream;
+    `store`: more store keys."""
     lines = ["model_list:", f"  - model_name: {MODEL}", "    litellm_params:",
              f"      model: openai/{MODEL}", f"      api_base: {upstream_url}",
+             f"    context_window: {window}",
+             f"  - model_name: {CLAUDE_MODEL}", "    litellm_params:",  # the fake's Messages API
+             f"      model: anthropic/{CLAUDE_MODEL}", f"      api_base: {upstream_url.removesuffix('/v1')}",
              f"    context_window: {window}", "compaction:", f"  background: {str(background).lower()}",
              "store:", f"  path: {db}", *(f"  {k}: {v}" for k, v in (store or {}).items()),
              "server:", "  log_level: info"]
@@ -288,6 +293,8 @@ def upstream_app() -> Any:
     """A fast fake provider: the test fake's JSON/SSE shapes, answering "ok", recording nothing."""
     from aiohttp import web
 
+    from tests.fakes import responses_api
+    from tests.fakes.anthropic_upstream import MessageReply, message_json
     from tests.fakes.upstream import Reply, completion_json, stream_events
 
     reply = Reply(text="ok")
@@ -303,12 +310,22 @@ def upstream_app() -> Any:
         await response.write_eof()
         return response
 
+    async def responses(request: web.Request) -> web.Response:  # non-streaming only (route_cpu)
+        body = await request.json()
+        items = responses_api.output_items("ok", [], False, "")
+        return web.json_response(responses_api.response_json(body, items))
+
+    async def messages(request: web.Request) -> web.Response:  # Anthropic's, non-streaming only
+        return web.json_response(message_json(await request.json(), MessageReply(text="ok")))
+
     async def models(_request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
     app = web.Application(client_max_size=256 * 1024 * 1024)
     for prefix in ("/v1", ""):
         app.router.add_post(f"{prefix}/chat/completions", completions)
+        app.router.add_post(f"{prefix}/responses", responses)
+    app.router.add_post("/v1/messages", messages)
     app.router.add_get("/v1/models", models)
     return app
 

@@ -27,6 +27,7 @@ from bench import (
     import_stall,
     memory,
     resend,
+    route_cpu,
     scale_out,
     search_bench,
     search_pg,
@@ -46,14 +47,15 @@ def plans(quick: bool) -> dict[str, Any]:
         return {"throughput": throughput.Counts(), "resend": resend.Plan(), "cpu": cpu_scaling.Plan(),
                 "memory": memory.Plan(),
                 "search": (100_000, 300), "store": store_soak.Plan(), "scale_out": 2_000,
-                "search_pg": (100_000, 300), "import_stall": import_stall.Plan()}
+                "search_pg": (100_000, 300), "import_stall": import_stall.Plan(), "routes": route_cpu.Plan()}
     return {"throughput": throughput.Counts(n=50, n32=200, ttfb=30, warmup=5),
             "resend": resend.Plan(n=50, warmup=5),
             "cpu": cpu_scaling.Plan(sizes=(1_000, 10_000, 50_000), min_requests=3, max_requests=6,
                                     min_cpu_s=0.05, warmup=2),
             "memory": memory.Plan(requests=600, warmup=100, conversations=100, sample_every=200),
             "search": (5_000, 50), "store": store_soak.Plan(requests=500, conversations=25),
-            "scale_out": 200, "search_pg": (5_000, 50), "import_stall": import_stall.Plan((2_000, 5_000))}
+            "scale_out": 200, "search_pg": (5_000, 50), "import_stall": import_stall.Plan((2_000, 5_000)),
+            "routes": route_cpu.Plan(requests=60)}
 
 
 def timed_step(name: str, step: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str],
@@ -77,6 +79,8 @@ def run(quick: bool = False, with_litellm: bool = True, plan: dict[str, Any] | N
             throughput.run(p["throughput"], with_litellm)), throughput.table, seconds),
         "resend": timed_step("resent 100k-token history", lambda: asyncio.run(resend.run(p["resend"])),
                              resend.table, seconds),
+        "routes": timed_step("cpu per route", lambda: asyncio.run(route_cpu.run(p["routes"])),
+                             route_cpu.table, seconds),
         "cpu": timed_step("cpu vs history size", lambda: asyncio.run(cpu_scaling.run(p["cpu"])),
                           cpu_scaling.table, seconds),
         "memory": timed_step("memory", lambda: asyncio.run(memory.run(p["memory"])), memory.table, seconds),
@@ -153,7 +157,16 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
                  f"search p99 {s['search_p99_ms']:.2f} ms")
     lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
                  f"{s['bytes_per_stored_message']:.0f} bytes per stored message")
-    return lines + _scale_out_lines(r) + _import_lines(r.get("import_stall"))
+    return lines + _route_lines(r.get("routes")) + _scale_out_lines(r) + _import_lines(r.get("import_stall"))
+
+
+def _route_lines(r: dict[str, Any] | None) -> list[str]:
+    """CPU per request of a resent history on each route, against chat's."""
+    if not r:
+        return []
+    routes = ", ".join(f"{name} {x['cpu_ms']:.2f} ms ({x['vs_chat']:.2f}x)"
+                       for name, x in r["routes"].items())
+    return [f"cpu per route, resent {r['tokens'] // 1000}k-token history: {routes}"]
 
 
 def _resend_line(r: dict[str, Any]) -> str:

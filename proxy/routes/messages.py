@@ -31,8 +31,10 @@ from proxy.server.params import validate_messages_params
 from proxy.server.turn import (
     SSE_HEADERS,
     Turn,
+    client_body,
     ctxproxy_headers,
     finish_turn,
+    forwarded_as_received,
     observe_timing,
     prepare_turn,
     relay_reply,
@@ -69,8 +71,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
 
 def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     """The client's body with model, system and messages as the engine prepared them."""
-    if _as_received(t):  # every turn and the system as the client sent them: nothing to rebuild
-        return {**body, "model": t.params.upstream_model}
+    if forwarded_as_received(t):  # every turn and the system as the client sent them
+        return client_body(t, body)
     system, turns = wire.from_messages(t.prepared.messages)
     turns = wire.with_client_marks(turns, body.get("messages"))  # the marks where the client put them
     out = {**body, "model": t.params.upstream_model, "messages": turns}
@@ -83,15 +85,6 @@ def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     else:
         out.pop("system", None)
     return out
-
-
-def _as_received(t: Turn) -> bool:
-    """Whether the engine forwards the request's messages themselves (an uncompacted conversation's
-    plan is its request, compaction/planner.py): no summary, anchor, elision or step, one forwarded
-    message per received one."""
-    prepared = t.prepared
-    return (not prepared.compacted and not prepared.forced_truncation and not prepared.events
-            and len(prepared.messages) == len(t.turn.messages))
 
 
 def _reply_message(t: Turn, message: dict[str, Any]) -> Message | None:

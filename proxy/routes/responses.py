@@ -26,7 +26,9 @@ from proxy.server.forward import forward_routed
 from proxy.server.params import RESPONSES_PARAMS, validate_params
 from proxy.server.turn import (
     Turn,
+    client_body,
     finish_turn,
+    forwarded_as_received,
     prepare_turn,
     relay_reply,
     relay_stream,
@@ -73,7 +75,10 @@ def _compactable(request: web.Request, body: dict[str, Any]) -> bool:
 
 def forward_body(body: dict[str, Any], t: Turn) -> dict[str, Any]:
     """The client's body with model, instructions and input as the engine prepared them."""
-    instructions, items = wire.from_messages(t.prepared.messages)
+    if forwarded_as_received(t):  # every item and the instructions as the client sent them
+        return client_body(t, body)
+    translations = t.request.app[appkeys.RESPONSES_TRANSLATIONS]
+    instructions, items = wire.from_messages(t.prepared.messages, translations)
     out = {**body, "model": t.params.upstream_model, "input": items}
     if instructions is not None:
         out["instructions"] = instructions

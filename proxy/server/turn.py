@@ -27,12 +27,13 @@ from proxy import appkeys
 from proxy.engine_host import Preparing
 from proxy.error_mapping import to_ctxproxy_error
 from proxy.server.auth import bearer_key, tenant_of
+from proxy.server.body import RAW_BODY
 from proxy.server.middleware import CLIENT_CLOSED, FINISHING, PREPARED_RESPONSE, note_unwritable
 from proxy.server.params import validate_params
 from proxy.server.warmup import WARMUP
 from proxy.upstream.openai import StreamingReply, UpstreamReply, uses_openai_wire
 from proxy.wire import sse
-from proxy.wire.openai import EncodedMessages
+from proxy.wire.openai import EncodedBody, EncodedMessages
 
 Outcome = TypeVar("Outcome")
 Relay = Callable[[AsyncIterator[bytes], sse.Writer], Awaitable[Outcome]]  # events, write -> outcome
@@ -177,6 +178,23 @@ def forward_body(body: dict[str, Any], prepared: PreparedRequest, params: LiteLL
         out["tools"] = list(prepared.tools)
     out.pop("pinned", None)
     return out
+
+
+def forwarded_as_received(t: Turn) -> bool:
+    """Whether the engine forwards the request's messages themselves (an uncompacted conversation's
+    plan is its request): no summary, anchor, elision or step, one forwarded message per received
+    one. A route translating another API then forwards the client's own body, not a rebuilt one."""
+    prepared = t.prepared
+    return (not prepared.compacted and not prepared.forced_truncation and not prepared.events
+            and len(prepared.messages) == len(t.turn.messages))
+
+
+def client_body(t: Turn, body: dict[str, Any]) -> dict[str, Any]:
+    """The client's own body for the provider (`forwarded_as_received`), under the provider's name
+    for the model: the client's very bytes when that name is the one it sent."""
+    if body.get("model") == t.params.upstream_model and RAW_BODY in t.request:
+        return EncodedBody(body, t.request[RAW_BODY])
+    return {**body, "model": t.params.upstream_model}
 
 
 def ctxproxy_headers(t: Turn, upstream_s: float) -> dict[str, str]:

@@ -21,8 +21,22 @@ class EncodedMessages(list[Message]):
         self.encoded = encoded
 
 
+class EncodedBody(dict[str, Any]):
+    """A request body forwarded as the client sent it: `compact_json` writes the client's own bytes
+    instead of encoding it again (a resent 100k-token history is about 400 KB of JSON).
+    Built once per forwarded body and never changed (a copy of it is a plain dict, encoded anew)."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, body: Mapping[str, Any], encoded: bytes) -> None:
+        super().__init__(body)
+        self.encoded = encoded
+
+
 def compact_json(obj: Any) -> bytes:
     """JSON as providers and clients get it from us: UTF-8, no spaces, non-ASCII kept."""
+    if obj.__class__ is EncodedBody:
+        return obj.encoded
     messages = obj.get("messages") if obj.__class__ is dict else None
     if not isinstance(messages, EncodedMessages):
         return dumps_compact(obj)

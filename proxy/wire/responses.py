@@ -40,12 +40,19 @@ class Translations:
 
     def message(self, items: Sequence[Item]) -> Message:
         """The canonical message of `items`: one user/system/result item, or an assistant run."""
-        held = self._made.get(id(items[0]))
-        if held is not None and len(held[0]) == len(items) and all(map(operator.is_, held[0], items)):
-            return held[1]
+        held = self.known(items)
+        if held is not None:
+            return held
         made = _made(items)
         self._made.put(id(items[0]), (tuple(items), made), 1)
         return made
+
+    def known(self, items: Sequence[Item]) -> Message | None:
+        """The canonical message made of these very items before, else None (nothing is made)."""
+        held = self._made.get(id(items[0])) if items else None
+        if held is not None and len(held[0]) == len(items) and all(map(operator.is_, held[0], items)):
+            return held[1]
+        return None
 
     def instructions(self, text: str, scope: str) -> Message:
         found = self._instructions.get((scope, text))
@@ -186,9 +193,12 @@ def _text(content: Any) -> str:
     return "\n".join(p for p in pieces if isinstance(p, str) and p)
 
 
-def from_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[Item]]:
+def from_messages(messages: Sequence[Mapping[str, Any]],
+                  translations: Translations | None = None) -> tuple[str | None, list[Item]]:
     """(instructions, input items) of a forwarded canonical list: untouched messages give back their
-    own items verbatim; engine-made ones (summaries, anchors, pointers) become message items."""
+    own items verbatim; engine-made ones (summaries, anchors, pointers) become message items.
+    `translations`: those `to_messages` made, so a message forwarded as made is known untouched
+    without translating its items again."""
     instructions: str | None = None
     items: list[Item] = []
     for message in messages:
@@ -198,7 +208,7 @@ def from_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, li
         own = message.get(ITEMS_KEY)
         if not isinstance(own, list):
             items.extend(_fresh(message))
-        elif _unchanged(message, own):
+        elif (translations is not None and translations.known(own) is message) or _unchanged(message, own):
             items.extend(own)
         else:
             items.extend(_edited(message, own))

@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from bench import bench_doc, cpu_scaling, import_stall, memory, resend, run_all, store_soak, throughput
+from bench import (
+    bench_doc,
+    cpu_scaling,
+    import_stall,
+    memory,
+    resend,
+    route_cpu,
+    run_all,
+    store_soak,
+    throughput,
+)
 from bench.common import cpu_seconds, history, mapped_mb, pct, rss_mb, rss_split
 
 pytestmark = pytest.mark.integration  # the benches start servers as subprocesses
@@ -26,6 +36,7 @@ TINY: dict[str, Any] = {
     "scale_out": 40,
     "search_pg": (400, 6),
     "import_stall": import_stall.Plan((300,)),
+    "routes": route_cpu.Plan(tokens=3_000, requests=3, warmup=1),
 }
 
 
@@ -76,8 +87,9 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert all(v is not None for v in memory["plateau"].values())  # halves at 20 and 40 requests
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
     assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "resent 100k-token history",
-                                                "cpu vs history size", "memory", "search", "store soak",
-                                                "scaling out", "imported history", "search on postgresql"}
+                                                "cpu per route", "cpu vs history size", "memory", "search",
+                                                "store soak", "scaling out", "imported history",
+                                                "search on postgresql"}
     r = tiny_run["resend"]
     assert r["requests"] == 4 and r["tokens"] == 3_000
     assert all(r[target][k] > 0 for target in ("direct", "ctxproxy") for k in ("p50_ms", "p99_ms"))
@@ -96,6 +108,9 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert imported["messages"] == 300 and imported["import_s"] > 0 and imported["next_turn_s"] > 0
     assert imported["other_requests"] >= 1 and imported["other_max_ms"] >= imported["other_p50_ms"] > 0
     assert lines[-1].startswith("imported history: 300 messages: import ")
+    routes = tiny_run["routes"]["routes"]
+    assert set(routes) == {"chat", "messages", "responses"} and routes["chat"]["vs_chat"] in (0.0, 1.0)
+    assert any(line.startswith("cpu per route, resent 3k-token history: chat ") for line in lines)
     json.dumps(tiny_run)  # bench.json must be serialisable
 
 

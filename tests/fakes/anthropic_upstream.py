@@ -161,8 +161,9 @@ class FakeAnthropic:
         return web.json_response({"input_tokens": 4242})
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        raw = await request.read()
+        body = json.loads(raw)
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body, raw=raw))
         script = self.responder(body) if self.responder is not None else None
         if script is None:
             script = self.scripts.pop(0) if self.scripts else MessageReply()

@@ -123,8 +123,9 @@ class FakeUpstream:
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         """The Responses API: JSON, or its typed SSE events when the request streams."""
-        body = await request.json()
-        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        raw = await request.read()
+        body = json.loads(raw)
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body, raw=raw))
         script = self._next_script(body)
         if isinstance(script, ErrorReply):
             return _error_response(script)
