@@ -20,17 +20,18 @@ END = "<!-- bench:end -->"
 
 def _throughput(t: dict[str, Any]) -> list[str]:
     lines = ["### Proxy overhead (small request, loopback)", "",
-             "Fake upstream, ctxproxy (`ctxproxy serve`) and LiteLLM's proxy (1.81.16, one worker, no DB) "
-             "each in its own process, all against the same fake upstream.", "",
+             "Fake upstream, the floor (a bare aiohttp forwarder, `bench/floor.py`), ctxproxy (`ctxproxy "
+             "serve`) and LiteLLM's proxy (1.81.16, one worker, no DB) each in its own process, all against "
+             "the same fake upstream. CPU: the target process's, per request at concurrency 1.", "",
              "| target | p50 ms | p99 ms | stream TTFB p50 ms | TTFB p99 ms | req/s c=1 | req/s c=32 "
-             "| p50 ms c=32 |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| p50 ms c=32 | CPU ms |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, f in t["targets"].items():
         if f is None:
-            lines.append(f"| {name} | skipped (run `make bench-deps`) | | | | | | |")
+            lines.append(f"| {name} | skipped (run `make bench-deps`) | | | | | | | |")
             continue
         lines.append(f"| {name} | {f['p50_ms']:.2f} | {f['p99_ms']:.2f} | {f['ttfb_p50_ms']:.2f} "
                      f"| {f['ttfb_p99_ms']:.2f} | {f['rps_c1']:.0f} | {f['rps_c32']:.0f} "
-                     f"| {f['p50_c32_ms']:.2f} |")
+                     f"| {f['p50_c32_ms']:.2f} | {f['cpu_ms']:.2f} |")
     lines.append("")
     for name, a in t["added"].items():
         lines.append(f"- added by {name}: p50 {a['p50_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms, "
@@ -40,6 +41,11 @@ def _throughput(t: dict[str, Any]) -> list[str]:
         verdict = "met" if vs <= t["target_ratio"] else "NOT met"
         lines.append(f"- **ctxproxy added p50 / LiteLLM added p50 = {fmt_ratio(vs)}** "
                      f"(target <= {t['target_ratio']:g}x: {verdict})")
+    cpu = t.get("ctxproxy_cpu_vs_floor")
+    if cpu is not None:
+        verdict = "met" if cpu <= t["target_cpu_vs_floor"] else "NOT met"
+        lines.append(f"- **ctxproxy CPU per small request / the floor's = {fmt_ratio(cpu)}** "
+                     f"(target <= {t['target_cpu_vs_floor']:g}x: {verdict})")
     return lines
 
 

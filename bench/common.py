@@ -223,6 +223,13 @@ def start_upstream(workdir: Path) -> Server:
     return spawn("fake upstream", argv, port, "/v1/models", workdir / "upstream.log")
 
 
+def start_floor(workdir: Path, upstream_url: str) -> Server:
+    """The bare forwarder (bench/floor.py) in its own process."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.floor", "--port", str(port), "--upstream", upstream_url]
+    return spawn("floor", argv, port, "/v1/models", workdir / "floor.log")
+
+
 def ctxproxy_config(upstream_url: str, db: Path, window: int, extractive: bool = False,
                     background: bool = True, store: Mapping[str, int] | None = None) -> str:
     """YAML for `ctxproxy serve`: a chat model and a Claude model routed to the fake upstream;

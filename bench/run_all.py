@@ -117,6 +117,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "resend_100k_added_p99_ms": r["resend"]["added"]["p99_ms"],
         "ctxproxy_vs_litellm_added_p50": t["ctxproxy_vs_litellm_added_p50"],
         "ctxproxy_rps_c32_vs_direct": ctx["rps_c32"] / direct["rps_c32"] if direct["rps_c32"] else None,
+        "ctxproxy_cpu_vs_floor": t["ctxproxy_cpu_vs_floor"],
         "memory_trend_mb_per_1k": mem["trend_mb_per_1k"], "memory_met": memory.met(mem),
         "memory_growth_mb_per_1k": mem["growth_mb_per_1k"],
         "memory_anon_growth_mb_per_1k": mem["anon_growth_mb_per_1k"],
@@ -136,7 +137,8 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
 def summary_lines(r: dict[str, Any]) -> list[str]:
     s, t = r["summary"], r["throughput"]
     lines = [f"ctxproxy added p50: {s['ctxproxy_added_p50_ms']:.2f} ms; "
-             f"rps at c32 {fmt_ratio(s['ctxproxy_rps_c32_vs_direct'])} of direct"]
+             f"rps at c32 {fmt_ratio(s['ctxproxy_rps_c32_vs_direct'])} of direct; CPU per small request "
+             f"{fmt_ratio(s['ctxproxy_cpu_vs_floor'])} the floor's"]
     if t["litellm_skipped"]:
         lines.append("litellm proxy: skipped (run make bench-deps)")
     else:

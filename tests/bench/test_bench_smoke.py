@@ -68,6 +68,8 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     t = tiny_run["throughput"]
     assert t["litellm_skipped"] and t["ctxproxy_vs_litellm_added_p50"] is None
     assert t["targets"]["direct"]["rps_c32"] > 0 and t["targets"]["ctxproxy"]["rps_c1"] > 0
+    assert t["targets"]["floor"]["rps_c1"] > 0 and "floor" in t["added"]
+    assert all(f["cpu_ms"] >= 0 for f in t["targets"].values() if f)
     for points in tiny_run["cpu"]["series"].values():
         assert [p["tokens"] for p in points] == [600, 3_000]
         first = points[0]  # 2 requests may spend under one 10 ms /proc tick: ratio 0 then, not 1
