@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported for real only in fixtures: the network block must 
 
     from config.settings import Settings
     from proxy.app import EngineFactory
+    from tests.fakes.anthropic_upstream import FakeAnthropic
     from tests.fakes.upstream import FakeUpstream
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -148,6 +149,18 @@ async def fake_upstream() -> AsyncIterator[FakeUpstream]:
     from tests.fakes.upstream import FakeUpstream
 
     fake = await FakeUpstream().start()
+    try:
+        yield fake
+    finally:
+        await fake.close()
+
+
+@pytest.fixture
+async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
+    """The fake Anthropic Messages API (tests/fakes/anthropic_upstream.py), started and closed."""
+    from tests.fakes.anthropic_upstream import FakeAnthropic
+
+    fake = await FakeAnthropic().start()
     try:
         yield fake
     finally:

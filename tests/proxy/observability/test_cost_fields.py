@@ -5,7 +5,6 @@ reads on the `request` line, in /metrics and in the inspector's per-conversation
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +79,6 @@ def report(server: TestServer, conversation_id: str) -> str:
     render_conversation(inspection(server, conversation_id), Console(file=out, width=240))
     return out.getvalue()
 
-
-@pytest.fixture
-async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
-    fake = await FakeAnthropic().start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture

@@ -7,12 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp.test_utils import TestServer
 
 from config.settings import LiteLLMParams, ModelEntry, Settings, StoreSettings
@@ -115,14 +113,6 @@ async def test_codex_resends_are_forwarded_from_the_http_loop(
     await settled(server)
     assert await _metric(server, "ctxproxy_early_forward_mismatches_total") == 0
 
-
-@pytest.fixture
-async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
-    fake = await FakeAnthropic().start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 def _marked(blocks: list[JSON]) -> list[JSON]:

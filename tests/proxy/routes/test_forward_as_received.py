@@ -7,7 +7,6 @@ provider's name."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -22,14 +21,6 @@ from tests.fakes.upstream import FakeUpstream
 HEADERS = {"Authorization": f"Bearer {TEST_API_KEY}", "anthropic-version": "2023-06-01",
            "Content-Type": "application/json"}
 
-
-@pytest.fixture
-async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
-    fake = await FakeAnthropic().start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture

@@ -43,14 +43,6 @@ def _messages(raw: list[JSON]) -> list[MessageParam]:
     return typed
 
 
-@pytest.fixture
-async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
-    fake = await FakeAnthropic().start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-
 
 @pytest.fixture
 async def server(

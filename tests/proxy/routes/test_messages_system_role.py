@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +33,6 @@ EPHEMERAL = {"type": "ephemeral"}
 TOOL: JSON = {"name": "Read", "description": "Read a file.",
               "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}}
 
-
-@pytest.fixture
-async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
-    """The fake Anthropic API the proxy forwards to."""
-    fake = await FakeAnthropic().start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture
