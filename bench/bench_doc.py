@@ -150,7 +150,8 @@ def _imports(r: dict[str, Any] | None) -> list[str]:
     rows = [f"| {x['messages']:,} | {x['import_s']:.2f} | {x['next_turn_s']:.2f} | {x['other_p50_ms']:.0f} | "
             f"{x['other_p99_ms']:.0f} | {x['other_max_ms']:.0f} |" for x in r["rows"]]
     return ["", "### An imported history beside another client", "",
-            f"One client imports a history in one request, then sends the next turn (window "
+            "One client imports a history in one request, then sends three more turns, the slowest "
+            f"shown (window "
             f"{r['window'] // 1000}k, `local/extractive`); another client sends a small request every 50 ms "
             "meanwhile (`python -m bench.import_stall`).", "",
             "| messages | import s | next turn s | other p50 ms | other p99 ms | other max ms |",

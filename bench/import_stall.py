@@ -1,11 +1,11 @@
 """An imported history beside another client: how long the import waits, and how long the other waits.
 
 An agent resuming a session sends its whole history in one request. One client imports N messages
-(then sends the next turn of that conversation); meanwhile another client of the same ctxproxy sends
-small one-message requests to other conversations, one every 50 ms, and records their latencies. The
-fake upstream and ctxproxy (128k window, `local/extractive`) are separate processes on loopback.
-What the issue's targets look at: the import's and the next turn's latency, and the other client's
-p99 and worst wait while the import is in flight.
+(then the next three turns of that conversation, resending each reply it got); meanwhile another
+client of the same ctxproxy sends small one-message requests to other conversations, one every
+50 ms, and records their latencies. The fake upstream and ctxproxy (128k window, `local/extractive`)
+are separate processes on loopback. What the issue's targets look at: the import's latency and the
+slowest next turn's, and the other client's p99 and worst wait while the import is in flight.
 
     python -m bench.import_stall [--sizes 5000,20000,50000]
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -27,6 +28,7 @@ from bench.common import HEADERS, MODEL, Server, pct, session, start_ctxproxy, s
 
 WINDOW = 128_000
 OTHER_EVERY_S = 0.05
+NEXT_TURNS = ("why?", "and the one after it?", "what should we retry first?")
 
 
 @dataclass(frozen=True)
@@ -46,18 +48,18 @@ def imported(n: int) -> list[dict[str, Any]]:
     return messages
 
 
-async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> float:
-    """Seconds of one call (which must succeed)."""
+async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[float, str]:
+    """Seconds of one call (which must succeed), and the reply's text."""
     began = time.perf_counter()
     async with http.post(url, json=body, headers=HEADERS) as resp:
         raw = await resp.read()
         if resp.status != 200:
             raise RuntimeError(f"{url}: {resp.status} {raw[:300]!r}")
-    return time.perf_counter() - began
+    return time.perf_counter() - began, json.loads(raw)["choices"][0]["message"]["content"]
 
 
 async def one_size(http: aiohttp.ClientSession, proxy: Server, n: int) -> dict[str, Any]:
-    """Import `n` messages, then the next turn, while the other client keeps sending."""
+    """Import `n` messages, then three more turns, while the other client keeps sending."""
     other_ms: list[float] = []
     done = asyncio.Event()
 
@@ -65,20 +67,23 @@ async def one_size(http: aiohttp.ClientSession, proxy: Server, n: int) -> dict[s
         k = 0
         while not done.is_set():
             body = {"model": MODEL, "messages": [{"role": "user", "content": f"ping {n}-{k}"}]}
-            other_ms.append(await _post(http, proxy.chat_url, body) * 1000)
+            other_ms.append((await _post(http, proxy.chat_url, body))[0] * 1000)
             k += 1
             await asyncio.sleep(OTHER_EVERY_S)
 
     running = asyncio.create_task(other())
     messages = imported(n)
     try:
-        import_s = await _post(http, proxy.chat_url, {"model": MODEL, "messages": messages})
-        messages += [{"role": "assistant", "content": "J-00003 failed."}, {"role": "user", "content": "why?"}]
-        next_s = await _post(http, proxy.chat_url, {"model": MODEL, "messages": messages})
+        import_s, reply = await _post(http, proxy.chat_url, {"model": MODEL, "messages": messages})
+        next_s: list[float] = []
+        for question in NEXT_TURNS:  # the client resends the reply it got, as agents do
+            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": question}]
+            seconds, reply = await _post(http, proxy.chat_url, {"model": MODEL, "messages": messages})
+            next_s.append(seconds)
     finally:
         done.set()
         await running
-    return {"messages": n, "import_s": round(import_s, 2), "next_turn_s": round(next_s, 2),
+    return {"messages": n, "import_s": round(import_s, 2), "next_turn_s": round(max(next_s), 2),
             "other_requests": len(other_ms), "other_p50_ms": round(pct(other_ms, 50), 1),
             "other_p99_ms": round(pct(other_ms, 99), 1), "other_max_ms": round(max(other_ms, default=0), 1)}
 

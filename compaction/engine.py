@@ -35,6 +35,7 @@ from compaction.resend.previous import RESENDS, Expected, Resent
 from compaction.steps import forks, loop
 from compaction.steps.background import BackgroundCompactor
 from compaction.steps.claims import StepClaims
+from compaction.steps.collapse import collapse_far_over
 from compaction.steps.passes import PassContext, Trigger
 from compaction.steps.quiet import QuietConversations
 from compaction.summarize.breakers import SummarizerPool
@@ -290,10 +291,13 @@ class Engine:
         summarizer while still over budget, else the local levels), then to the budget into it."""
         loaded = wv = self._load(ctx)
         events: list[CompactionEvent] = []
-        if measure_request(ctx, wv) > ctx.budget.total:
+        before = measure_request(ctx, wv)
+        if before > ctx.budget.total:
             pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
-            wv, events = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
-                                                   ceiling=ctx.budget.total, summarize=False)
+            wv, events = collapse_far_over(pctx, wv, before)  # an imported history: one local move first
+            wv, more = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
+                                                 ceiling=ctx.budget.total, summarize=False)
+            events += more
             landed = measure_request(ctx, wv)
             if landed > ctx.budget.total:  # what was prepared is not enough
                 wv, more = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",

@@ -107,7 +107,7 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
             failed = CompactionEvent(wv.conversation_id, ctx.trigger, "leaf", "elision", "failed",
                                      ELISION_MODEL, tokens_before=before, tokens_after=before,
                                      error=redact(repr(exc))[:1000], duration_ms=_ms(started))
-            return wv, _record(ctx, failed)
+            return wv, record_event(ctx, failed)
     chunk = [wv.entries[i] for i in cand.chunk]
     base = CompactionEvent(wv.conversation_id, ctx.trigger, kind, "normal", "failed",
                            ctx.choice.summarizer.name, dict(ctx.choice.settings), tokens_before=before)
@@ -121,13 +121,13 @@ async def run_pass(ctx: PassContext, wv: WorkingView, cand: Candidate,
         if grown is not None:  # nothing committed, anchors included: the chunk stays raw
             event = replace(base, outcome="skipped", tokens_after=before, duration_ms=_ms(started),
                             error=grown, **_sources_of(chunk, wv))
-            return wv, _record(ctx, event)
+            return wv, record_event(ctx, event)
         new_wv, event = _commit(ctx, wv, cand.chunk, draft, drafts, replace(base, outcome="committed"),
                                 outcome, started)
     except Exception as exc:  # any failure is recorded (and observed) and retried later, never surfaced
         event = replace(base, outcome="failed", duration_ms=_ms(started),
                         error=redact(repr(exc))[:1000], tokens_after=before)
-        return wv, _record(ctx, event)
+        return wv, record_event(ctx, event)
     ctx.observer.on_step(event)
     return new_wv, event
 
@@ -189,7 +189,7 @@ def _commit(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...], draft: Su
     return built[-1], event
 
 
-def _record(ctx: PassContext, event: CompactionEvent) -> CompactionEvent:
+def record_event(ctx: PassContext, event: CompactionEvent) -> CompactionEvent:
     """Persist the step's provenance, then tell the observer (log line, metrics)."""
     recorded = ctx.tenant.record_event(event)
     ctx.observer.on_step(recorded)
