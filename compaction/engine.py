@@ -150,8 +150,11 @@ class Engine:
         else:
             resent, messages, expected, sent = start.resent, start.messages, start.expected, start.sent
             counter, counted = TokenCounter.for_model(turn.model), start.counts  # loaded: `early` found it
+        # The messages the previous request had are stored with their counts: only the new ones are
+        # counted ahead (a resent 50,000-message history was tokenised whole each turn).
         ctx = await self._context(turn, messages, resent.keys, await precounted(
-            counter, messages, encoded=resent.blob, known=counted))
+            counter, messages[resent.shared:], encoded=None if resent.shared else resent.blob,
+            known=counted))
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
                                                        len(ctx.ingest.messages)) \
                 and ctx.tenant.view(ctx.conversation_id) is None:

@@ -130,7 +130,8 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
         raise
     app[appkeys.HOST], app[appkeys.STORE] = host, store
     logger = app[appkeys.LOGGER]
-    tasks = [asyncio.create_task(upkeep.checkpoint_periodically(store, settings, logger))]
+    tasks = [asyncio.create_task(upkeep.checkpoint_periodically(store, settings, logger)),
+             asyncio.create_task(upkeep.index_periodically(host, store, logger))]
     if settings.retention_days is not None:
         await upkeep.sweep_retention(host, store, settings.retention_days, logger)
         tasks.append(asyncio.create_task(upkeep.retain_periodically(host, store, settings.retention_days,

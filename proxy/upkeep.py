@@ -1,8 +1,12 @@
-"""Store upkeep off the request path: periodic WAL checkpoints and the retention sweep.
+"""Store upkeep off the request path: periodic WAL checkpoints, the search index of bulk imports, and
+the retention sweep.
 
-Both are tasks owned by the app's store cleanup context: checkpoints run in a worker thread on their
-own connection (the store's lock serialises them with its writers), the retention sweep on the
-engine thread, where every other store call runs (proxy/engine_host.py).
+All are tasks owned by the app's store cleanup context: checkpoints run in a worker thread on their
+own connection (the store's lock serialises them with its writers); indexing and the retention sweep
+on the engine thread, where every other store call runs (proxy/engine_host.py). A bulk import (an
+agent resuming a session: thousands of messages in one request) is stored unindexed, so its request
+does not pay for two full-text indexes; it is indexed INDEX_BATCH messages per transaction once
+the engine thread is idle, other requests served between batches.
 
 Checkpoint strategy (docs/operations.md "Checkpoints"): every CHECKPOINT_TICK_S a PASSIVE checkpoint,
 which never blocks a request but cannot empty the WAL while writes keep coming; then, when the WAL
@@ -29,6 +33,9 @@ from store.interface import StoreBackend
 CHECKPOINT_TICK_S = 0.2  # a PASSIVE checkpoint, then the WAL's size looked at (~30 MB/s of WAL under load)
 WAL_TRUNCATE_BYTES = 8 * 1024 * 1024  # over this, a TRUNCATE checkpoint
 WAL_EXCLUSIVE_BYTES = 32 * 1024 * 1024  # over this, one that writers cannot starve
+INDEX_TICK_S = 0.25  # how often the store is asked for unindexed messages (one indexed lookup)
+INDEX_BATCH = 250  # messages indexed per transaction (~15 ms of the engine thread)
+IDLE_HOP_S = 0.005  # an empty call to the engine thread slower than this: it is busy, indexing waits
 RETENTION_INTERVAL_S = 3600.0
 DAY_S = 86_400.0
 
@@ -76,6 +83,26 @@ async def checkpoint_periodically(store: StoreBackend, settings: StoreSettings,
             raise
         except CtxProxyError as exc:  # a busy store retries at the next tick
             logger.warning("store.checkpoint_failed", error=exc.message)
+
+
+async def index_periodically(runner: StoreRunner, store: StoreBackend, logger: FilteringBoundLogger,
+                             tick_s: float = INDEX_TICK_S, batch: int = INDEX_BATCH) -> None:
+    """Index what bulk imports left unindexed, a batch per engine-thread call while the engine is
+    idle (an import in flight keeps its thread busy: its own rows wait until it is done)."""
+    while True:
+        await asyncio.sleep(tick_s)
+        try:
+            while await engine_idle(runner) and await runner.run(lambda: store.index_pending(batch)) >= batch:
+                pass
+        except CtxProxyError as exc:  # a busy store retries at the next tick
+            logger.warning("store.index_failed", error=exc.message)
+
+
+async def engine_idle(runner: StoreRunner) -> bool:
+    """Whether an empty call reached the engine thread and came back at once (nothing queued there)."""
+    began = time.monotonic()
+    await runner.run(lambda: None)
+    return time.monotonic() - began < IDLE_HOP_S
 
 
 def expire_idle(store: StoreBackend, retention_days: float, now: float) -> int:

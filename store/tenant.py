@@ -147,6 +147,8 @@ class TenantStore:
         with self._conn.ingest_transaction(messages):
             state = ingest_mod.begin(self._run, messages, model=model, external_id=external_id,
                                      count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows, keys=keys)
+            # More than one slice of new messages: a bulk import, indexed for search after the request.
+            state.index_later = len(messages) - state.next > size
             ingest_mod.append(self._run, state, min(len(messages), state.next + size))
         while state.next < len(messages):
             yield None

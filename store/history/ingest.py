@@ -115,17 +115,24 @@ def insert_conversation(run: Runner, model: str, external_id: str | None,
     return row
 
 
+INSERT_MESSAGE = ("INSERT INTO messages (tenant_id, conversation_id, seq, role, message_json, text, "
+                  "token_count, chain_hash, content_hash, pinned, source, created_at) VALUES (:tenant, :cid, "
+                  ":seq, :role, :json, :text, :tokens, :chain, :content, :pinned, :source, :now)")
+INSERT_INDEXED_LATER = (INSERT_MESSAGE.replace("created_at)", "created_at, fts_pending)")
+                        .replace(":now)", ":now, 1)"))
+
+
 def insert_message(run: Runner, cid: str, seq: int, m: Message, token_count: int,
-                   hashes: tuple[str, str], source: str, now: float) -> StoredMessage:
-    """Write one message (the FTS triggers index its searchable text)."""
+                   hashes: tuple[str, str], source: str, now: float, *,
+                   index_later: bool = False) -> StoredMessage:
+    """Write one message (the FTS triggers index its searchable text, or, `index_later`, the
+    store's `index_pending` does, after the request: a bulk import)."""
     body = public_body(m)
     role = str(m.get("role") or "")
     values = {"cid": cid, "seq": seq, "role": role, "json": rows.dumps(body),
               "text": message_text(m), "tokens": token_count, "chain": hashes[0],
               "content": hashes[1], "pinned": 1 if m.get("pinned") else 0, "source": source, "now": now}
-    cur = run("INSERT INTO messages (tenant_id, conversation_id, seq, role, message_json, text, token_count, "
-              "chain_hash, content_hash, pinned, source, created_at) VALUES (:tenant, :cid, :seq, :role, "
-              ":json, :text, :tokens, :chain, :content, :pinned, :source, :now)", values)
+    cur = run(INSERT_INDEXED_LATER if index_later else INSERT_MESSAGE, values)
     return StoredMessage(id=int(cur.lastrowid or 0), conversation_id=cid, seq=seq, role=role,
                          message=body, token_count=token_count, chain_hash=hashes[0],
                          content_hash=hashes[1], pinned=bool(values["pinned"]),
@@ -248,6 +255,7 @@ class Ingesting:
     forked: bool
     revised: bool
     now: float
+    index_later: bool = False  # a bulk import: searchable once `index_pending` has indexed it
 
     @property
     def next(self) -> int:
@@ -304,7 +312,8 @@ def append(run: Runner, state: Ingesting, upto: int) -> None:
     contents = [body_hash(b) for b in canonical_bodies(messages[start:upto])]
     for seq, content in zip(range(start, upto), contents, strict=True):
         state.stored.append(insert_message(run, cid, seq, messages[seq], state.count_tokens(messages[seq]),
-                                           (state.chain[seq], content), "client", state.now))
+                                           (state.chain[seq], content), "client", state.now,
+                                           index_later=state.index_later))
     if upto > start:
         run("UPDATE conversations SET message_count = :count, updated_at = :now "
             "WHERE tenant_id = :tenant AND id = :cid", {"count": upto, "now": state.now, "cid": cid})

@@ -211,6 +211,10 @@ MIGRATIONS: tuple[Migration, ...] = (
               _identity_by_meaning),
     Migration(11, "forwarded requests' prefix tokens, billed-input estimates and provider cache reads",
               _FORWARDED_COST),
+    # The flag is shared with SQLite's schema; here the tsvector trigger indexes every row at once.
+    Migration(12, "a bulk import's messages flagged until indexed (indexed at insert here)",
+              "ALTER TABLE messages ADD COLUMN fts_pending SMALLINT NOT NULL DEFAULT 0;\n"
+              "CREATE INDEX messages_fts_pending ON messages (id) WHERE fts_pending = 1;\n"),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 

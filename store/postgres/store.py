@@ -79,6 +79,13 @@ class PgStore:
         """Nothing to do: the server checkpoints its own WAL (always complete)."""
         return True
 
+    def index_pending(self, limit: int) -> int:
+        """Clears up to `limit` bulk-import flags (the tsvector trigger indexed those rows at insert)."""
+        with self.db.transaction():
+            cur = self.db.execute("UPDATE messages SET fts_pending = 0 WHERE id IN (SELECT id FROM messages "
+                                  "WHERE fts_pending = 1 ORDER BY id LIMIT :n) RETURNING id", {"n": limit})
+            return len(cur.fetchall())
+
     def size_bytes(self) -> int:
         """Tables and indexes of the store's schema, as PostgreSQL counts them."""
         row = self.db.execute("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "

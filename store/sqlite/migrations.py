@@ -307,6 +307,41 @@ ALTER TABLE forwarded_tips ADD COLUMN received_hashes BLOB;
 ALTER TABLE forwarded_tips ADD COLUMN tools_digests BLOB;
 """
 
+def _deferred_message_index() -> str:
+    """Migration 11: a message stored with `fts_pending = 1` (a bulk import) is left out of the search
+    indexes until the flag is cleared, which indexes it (store `index_pending`, in slices); the
+    delete and update triggers skip a row that was never indexed (an external-content FTS5 index
+    must not be told to delete what it does not hold)."""
+    new, old = _MESSAGE_SCOPE.format(r="new"), _MESSAGE_SCOPE.format(r="old")
+    add = (f"INSERT INTO messages_fts (rowid, text, scope) VALUES (new.id, new.text, {new});\n"
+           "    INSERT INTO messages_tri (rowid, text) VALUES (new.id, new.text);")
+    drop = (f"INSERT INTO messages_fts (messages_fts, rowid, text, scope) "
+            f"VALUES ('delete', old.id, old.text, {old});\n"
+            "    INSERT INTO messages_tri (messages_tri, rowid, text) VALUES ('delete', old.id, old.text);")
+    return f"""
+ALTER TABLE messages ADD COLUMN fts_pending INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX messages_fts_pending ON messages (id) WHERE fts_pending = 1;
+DROP TRIGGER messages_fts_ai;
+DROP TRIGGER messages_fts_ad;
+DROP TRIGGER messages_fts_au;
+CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages WHEN new.fts_pending = 0 BEGIN
+    {add}
+END;
+CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages WHEN old.fts_pending = 0 BEGIN
+    {drop}
+END;
+CREATE TRIGGER messages_fts_au AFTER UPDATE OF text ON messages
+WHEN old.fts_pending = 0 AND new.fts_pending = 0 BEGIN
+    {drop}
+    {add}
+END;
+CREATE TRIGGER messages_fts_indexed AFTER UPDATE OF fts_pending ON messages
+WHEN old.fts_pending = 1 AND new.fts_pending = 0 BEGIN
+    {add}
+END;
+"""
+
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -343,6 +378,8 @@ CREATE TABLE step_leases (
               _identity_by_meaning),
     Migration(10, "forwarded requests' prefix tokens, billed-input estimates and provider cache reads",
               _FORWARDED_COST),
+    Migration(11, "a bulk import's messages indexed for search after the request, in slices",
+              _deferred_message_index()),
 )
 
 

@@ -39,6 +39,9 @@ from store.sqlite.db import (
 from store.sqlite.transaction import transaction
 from store.tenant import TenantStore, tenant_id
 
+PENDING_INDEXED = ("UPDATE messages SET fts_pending = 0 WHERE id IN "
+                   "(SELECT id FROM messages WHERE fts_pending = 1 ORDER BY id LIMIT ?)")
+
 
 class _Rollback(Exception):
     """Raised inside a transaction to undo it on purpose (previews)."""
@@ -74,6 +77,12 @@ class Store:
             return checkpoint(self.settings.path, self.settings.busy_timeout_ms, mode)
         with self.lock:
             return run_checkpoint(self.conn, mode)
+
+    def index_pending(self, limit: int) -> int:
+        """Up to `limit` messages a bulk import stored unindexed, indexed now (clearing the flag fires
+        the index triggers, store/sqlite/migrations.py); how many: one bounded transaction."""
+        with self.lock, transaction(self.conn):
+            return self.conn.execute(PENDING_INDEXED, (limit,)).rowcount
 
     def scrub(self) -> bool:
         """After a delete: merge the search indexes (dropping deleted entries) in bounded steps,

@@ -11,7 +11,8 @@ import pytest
 
 from compaction.types import Message
 from store.interface import StoreBackend, TenantAccess
-from store.models import IngestResult
+from store.models import IngestResult, SearchQuery
+from store.sqlite.store import Store
 from tests.store.store_helpers import TokenCounter, history, scalar
 
 
@@ -79,3 +80,33 @@ def test_a_diverging_long_history_forks_in_slices(alice: TenantAccess, counter: 
     assert result.forked and result.conversation.id != first.conversation.id and pauses
     assert result.conversation.message_count == len(edited)
     assert alice.conversation(first.conversation.id).message_count == len(original)  # untouched
+
+
+def _found(tenant: TenantAccess, pattern: str) -> set[int]:
+    hits = tenant.search(SearchQuery(pattern, all_conversations=True))
+    return {int(h.id) for h in hits if h.kind == "message"}
+
+
+def test_a_bulk_import_is_searchable_once_indexed_and_one_slice_at_once(
+        store: StoreBackend, alice: TenantAccess, bob: TenantAccess, counter: TokenCounter) -> None:
+    bulk, _ = _drain(_sliced(alice, history(6, topic="ledgers"), counter))  # 13 messages in 4-message slices
+    small, _ = _drain(_sliced(bob, history(1, topic="ledgers"), counter))  # one slice: not a bulk import
+    assert _found(bob, "ledgers") == {m.id for m in small.messages if m.role != "system"}
+    pending = scalar(store, "SELECT COUNT(*) FROM messages WHERE fts_pending = 1")
+    assert pending == len(bulk.messages)
+    if isinstance(store, Store):  # SQLite indexes after the request; PostgreSQL's trigger at insert
+        assert _found(alice, "ledgers") == set()
+    assert store.index_pending(5) == 5 and store.index_pending(100) == pending - 5
+    assert store.index_pending(100) == 0
+    assert _found(alice, "ledgers") == {m.id for m in bulk.messages if m.role != "system"}
+
+
+def test_deleting_a_bulk_import_before_it_is_indexed_leaves_the_search_indexes_sound(
+        store: StoreBackend, alice: TenantAccess, counter: TokenCounter) -> None:
+    bulk, _ = _drain(_sliced(alice, history(6, topic="ledgers"), counter))
+    store.index_pending(3)  # part indexed, part not
+    alice.delete_conversation(bulk.conversation.id)
+    assert store.index_pending(100) == 0 and _found(alice, "ledgers") == set()
+    if isinstance(store, Store):
+        for index in ("messages_fts", "messages_tri"):
+            store.conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")  # raises if not

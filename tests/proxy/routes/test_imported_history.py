@@ -2,12 +2,13 @@
 
 The oldest part collapses into one truncation-level summary (compaction/steps/collapse.py), the
 newest half budget is summarized as usual, the view is saved, and the next turns only append: no
-step, no forced truncation. Nothing is lost: every message is stored and the summary's sources
-expand back to the originals.
+step, no forced truncation. Nothing is lost: every message is stored, the summary's sources
+expand back to the originals, and the import is searchable once the upkeep task has indexed it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,21 @@ async def test_an_imported_history_collapses_once_and_the_next_turns_only_append
     expanded = await client.post("/context/expand", cast_to=object, body={"ids": [collapsed[0].id]})
     assert isinstance(expanded, dict)
     assert "TCK-40417" in str(expanded["data"])  # the collapsed first exchange comes back
+
+
+async def test_an_imported_history_is_indexed_for_search_after_its_request(
+        server: TestServer, client: openai.AsyncOpenAI) -> None:
+    cid, _ = await turn(server, client, imported(300))  # unindexed: more than a slice of new messages
+    first_exchange = {m.id for m in tenant(server).messages(cid)[1:3]}
+    for _ in range(200):  # the upkeep task indexes it in batches within a few ticks
+        found = await client.post("/context/search", cast_to=object,
+                                  body={"pattern": "TCK-40417", "conversation_id": cid})
+        assert isinstance(found, dict)
+        if {int(h["id"]) for h in found["data"] if h["kind"] == "message"} == first_exchange:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the imported history never became searchable")
 
 
 def entries(groups: list[tuple[str, int, int]]) -> list[Entry]:
