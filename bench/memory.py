@@ -119,9 +119,13 @@ async def cache_fill(http: aiohttp.ClientSession, proxy: Server) -> Fill:
     return {cache: (held[cache], bound.get(cache, 0.0)) for cache in held}
 
 
+FILLED = ("chain_hashes", "forwarded_hashes", "prefix_rows")  # what `is_full` waits for
+
+
 def is_full(fill: Fill) -> bool:
-    """Every cache this traffic fills is full (chat traffic leaves the Messages route's empty)."""
-    return all(held >= FULL * bound for held, bound in fill.values() if held)
+    """The caches this traffic fills in proportion to it are full (chat traffic leaves the Messages
+    route's empty; the small ones, such as `idle_steps`, never fill)."""
+    return all(held >= FULL * bound for name, (held, bound) in fill.items() if name in FILLED)
 
 
 async def warm_up(http: aiohttp.ClientSession, proxy: Server, pool: Pool, plan: Plan, db: Path) -> int:

@@ -116,7 +116,8 @@ class Engine:
         # Who claims compaction steps in the shared store: this process, this engine (claims.py).
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._claims = StepClaims(self.holder, settings.store.lease_s)
-        self._quiet = QuietConversations()  # no background step while one would find nothing new
+        # no background step while one would find nothing new
+        self._quiet = QuietConversations(name="idle_steps")
 
     def early(self, turn: ChatTurn) -> EarlyStart | None:
         """The forwarded request of `turn`, known before its bookkeeping when it resends a

@@ -39,8 +39,8 @@ class ValidMessages:
     bounded in bytes, least recently used first out; thread-safe. A message's own checks depend on
     nothing but its bytes, so a resent message found here passes them again without being walked."""
 
-    def __init__(self, max_bytes: int = MAX_VALID_BYTES) -> None:
-        self._keys: SizedLru[bytes, bool] = SizedLru(max_bytes)  # sized in bytes
+    def __init__(self, max_bytes: int = MAX_VALID_BYTES, name: str | None = None) -> None:
+        self._keys: SizedLru[bytes, bool] = SizedLru(max_bytes, name=name)  # sized in bytes
 
     def known(self, keys: Sequence[bytes | None]) -> list[bool]:
         """Whether each key was seen valid (None, a message outside JSON's own types: never)."""
@@ -59,7 +59,7 @@ class ValidMessages:
         return len(self._keys)
 
 
-VALID = ValidMessages()
+VALID = ValidMessages(name="valid_messages")
 
 
 def _fail(path: str, message: str) -> InvalidRequestError:

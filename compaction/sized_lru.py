@@ -7,6 +7,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from config import cache_budget
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -16,11 +18,16 @@ class SizedLru(Generic[K, V]):
     `max_size` in all; the least recently used go first, and a value over the bound is not kept.
     Thread-safe."""
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, *, name: str | None = None, unit_bytes: int = 1) -> None:
+        """`name`: reported on /metrics and sized by `server.cache_mib` (config/cache_budget.py);
+        `unit_bytes`: what one unit of size costs in memory, about (1 for a size in bytes)."""
         self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._held = 0
-        self.max_size = max_size
+        self.max_size = self.default_size = max_size
+        self.unit_bytes = unit_bytes
         self._lock = threading.Lock()
+        if name is not None:
+            cache_budget.register(name, self)
 
     def get(self, key: K) -> V | None:
         with self._lock:
@@ -42,6 +49,22 @@ class SizedLru(Generic[K, V]):
             while self._held > self.max_size:
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._held -= dropped
+
+    def scale(self, factor: float) -> None:
+        """The bound set to the default bound x `factor`; the oldest values over it go now."""
+        with self._lock:
+            self.max_size = max(1, int(self.default_size * factor))
+            while self._held > self.max_size:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._held -= dropped
+
+    @property
+    def held_bytes(self) -> int:
+        return self._held * self.unit_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return self.max_size * self.unit_bytes
 
     def discard(self, key: K) -> None:
         with self._lock:

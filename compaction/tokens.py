@@ -121,7 +121,8 @@ class TokenCounter:
         self.encoding_name = encoding_name
         self._encode_len = encode_len
         # recurring messages by their fields, and tool lists by their schemas' digest
-        self._recounted: SizedLru[tuple[Any, ...], int] = SizedLru(RECOUNTED_BYTES)
+        self._recounted: SizedLru[tuple[Any, ...], int] = SizedLru(RECOUNTED_BYTES,
+                                                                   name=f"recounted_{encoding_name}")
 
     @classmethod
     def for_model(cls, model: str) -> TokenCounter:

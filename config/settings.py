@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from config.cache_budget import DEFAULT_CACHE_MIB
 from config.errors import ConfigError
 
 # Compaction defaults: tuned constants, overridable but named here.
@@ -209,6 +210,7 @@ class ServerSettings:
     body_timeout_s: float = 30.0  # longest wait for the next part of a body (else 408, closed)
     min_body_bytes_per_s: int = 1_024  # a body may take body_timeout_s plus its size at this rate
     max_connections: int = 1_024  # open client connections; more are answered 503 and closed
+    cache_mib: int = DEFAULT_CACHE_MIB  # one bound over the request-path caches (config/cache_budget.py)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import aiohttp
 from aiohttp import web
 from structlog.typing import FilteringBoundLogger
 
+from config import cache_budget
 from config.settings import Settings
 from proxy import appkeys, upkeep
 from proxy.engine_host import EngineHost
@@ -23,7 +24,6 @@ from proxy.heap import heap_trim_ctx
 from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
 from proxy.observability.loop_lag import loop_lag_ctx
-from proxy.observability.memory import cache_fill
 from proxy.observability.metrics import Metrics
 from proxy.routes import chat, messages, meta, passthrough, responses
 from proxy.routes.context import setup_context_routes
@@ -98,15 +98,13 @@ def _add_routes(app: web.Application) -> None:
 def _observability(settings: Settings, stream: Any) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         app[appkeys.LOGGER] = make_logger(settings.server.log_level, settings.server.log_format, stream)
-        app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)),
-                                       caches=lambda: cache_fill(app.get(appkeys.STORE),
-                                                                 app.get(appkeys.TRANSLATIONS),
-                                                                 app.get(appkeys.RESPONSES_TRANSLATIONS)))
+        cache_budget.apply(settings.server.cache_mib)
+        app[appkeys.METRICS] = Metrics(store_size=lambda: float(_store_size(app)), caches=cache_budget.fill)
         app[appkeys.WINDOWS] = WindowResolver(settings)
-        app[appkeys.RESENT_BODIES] = ResentBodies()
-        app[appkeys.RESENT_INPUTS] = ResentBodies(array="input")
-        app[appkeys.TRANSLATIONS] = Translations()
-        app[appkeys.RESPONSES_TRANSLATIONS] = ResponsesTranslations()
+        app[appkeys.RESENT_BODIES] = ResentBodies(name="resent_bodies")
+        app[appkeys.RESENT_INPUTS] = ResentBodies(array="input", name="resent_inputs")
+        app[appkeys.TRANSLATIONS] = Translations(name="anthropic_translations")
+        app[appkeys.RESPONSES_TRANSLATIONS] = ResponsesTranslations(name="responses_translations")
         app[appkeys.STORE_HEALTH] = StoreHealth()
         yield
 

@@ -74,8 +74,8 @@ class Resent:
 class Resends:
     """The previous request per (tenant, conversation id header, first message); thread-safe."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
-        self._held: SizedLru[Key, Prior] = SizedLru(max_bytes)  # sized in bytes
+    def __init__(self, max_bytes: int = MAX_BYTES, name: str | None = None) -> None:
+        self._held: SizedLru[Key, Prior] = SizedLru(max_bytes, name=name)  # sized in bytes
 
     def resent(self, tenant: str, external_id: str | None, received: list[Message]) -> Resent:
         """`received` with the leading messages it shares with the previous request found."""
@@ -240,4 +240,4 @@ def _prior(resent: Resent, expected: Expected, passing: Passthrough | None) -> P
     return Prior(tuple(resent.messages), blob, tuple(ends), keys, expected, size, passing)
 
 
-RESENDS = Resends()
+RESENDS = Resends(name="resends")

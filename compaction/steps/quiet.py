@@ -15,13 +15,14 @@ from compaction.sized_lru import SizedLru
 from compaction.view.budget import MIN_LEAF_CHUNK_TOKENS
 
 MAX_CONVERSATIONS = 16_384  # one int each: well under 2 MiB
+ENTRY_BYTES = 112  # one conversation id and its int in the ordered dict, about
 
 
 class QuietConversations:
     """The request size (tokens received) at each conversation's last idle background step."""
 
-    def __init__(self, max_conversations: int = MAX_CONVERSATIONS) -> None:
-        self._idle: SizedLru[str, int] = SizedLru(max_conversations)
+    def __init__(self, max_conversations: int = MAX_CONVERSATIONS, name: str | None = None) -> None:
+        self._idle: SizedLru[str, int] = SizedLru(max_conversations, name=name, unit_bytes=ENTRY_BYTES)
 
     def due(self, conversation_id: str, tokens: int) -> bool:
         """Whether a background step may find something new for a request of `tokens`."""

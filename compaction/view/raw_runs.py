@@ -23,6 +23,7 @@ from store.models import StoredMessage
 # Records held across runs: about 13 resent 100k-token histories. They are mostly the ones the store
 # keeps (store/history/prefix_rows.py); past its bound this keeps at most that many alive, with their entries.
 MAX_RECORDS = 4_096
+RECORD_BYTES = 200  # one view entry (its dataclass and list entry), about
 RunKey = tuple[str, int, int]  # (conversation id, first seq, first group key)
 
 
@@ -37,8 +38,8 @@ class _Run:
 class RawRuns:
     """`entries(run, first_group)` == `raw_entries` of the run's rows, memoised; thread-safe."""
 
-    def __init__(self, max_records: int = MAX_RECORDS) -> None:
-        self._runs: SizedLru[RunKey, _Run] = SizedLru(max_records)  # sized in records
+    def __init__(self, max_records: int = MAX_RECORDS, name: str | None = None) -> None:
+        self._runs: SizedLru[RunKey, _Run] = SizedLru(max_records, name=name, unit_bytes=RECORD_BYTES)
 
     def entries(self, run: Sequence[StoredMessage], first_group: int) -> list[Entry]:
         if not run:
@@ -86,4 +87,4 @@ def _build(run: Sequence[StoredMessage], first_group: int) -> _Run:
     return _Run(tuple(run), tuple(entries), tuple(b[0] for b in bounds), tuple(b[1] for b in bounds))
 
 
-RAW_RUNS = RawRuns()
+RAW_RUNS = RawRuns(name="raw_runs")

@@ -22,6 +22,7 @@ from store.models import Message
 
 # About 13 resent 100k-token histories (as raw_runs.MAX_RECORDS, whose entries these slots share).
 MAX_SLOTS = 4_096
+SLOT_BYTES = 400  # one slot, measured (docs/operations.md "Memory"): 4,096 slots held 1.6 MiB
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,8 @@ class SlotMemo:
     memoised per `key`; thread-safe. `bodies` are the request's messages by seq: `render(e)` is
     `bodies[e.seq]` for a plain message entry (raw, not elided), and a new dict for any other."""
 
-    def __init__(self, max_slots: int = MAX_SLOTS) -> None:
-        self._seen: SizedLru[str, _Seen] = SizedLru(max_slots)  # sized in slots
+    def __init__(self, max_slots: int = MAX_SLOTS, name: str | None = None) -> None:
+        self._seen: SizedLru[str, _Seen] = SizedLru(max_slots, name=name, unit_bytes=SLOT_BYTES)
 
     def slots(self, key: str, entries: Sequence[Entry], render: Render,
               bodies: Mapping[int, Message]) -> list[Slot]:
@@ -77,4 +78,4 @@ def _stale(seen: _Seen, entries: Sequence[Entry], bodies: Mapping[int, Message],
 
 _SEQ = operator.attrgetter("seq")
 _MESSAGE = operator.attrgetter("message")
-SLOT_MEMO = SlotMemo()
+SLOT_MEMO = SlotMemo(name="view_slots")

@@ -86,8 +86,8 @@ class ResentBodies:
     """The latest large chat bodies per tenant, so that a resend's new part alone is parsed;
     thread-safe."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES, array: str = "messages") -> None:
-        self._held: SizedLru[Key, tuple[Held, ...]] = SizedLru(max_bytes)
+    def __init__(self, max_bytes: int = MAX_BYTES, array: str = "messages", name: str | None = None) -> None:
+        self._held: SizedLru[Key, tuple[Held, ...]] = SizedLru(max_bytes, name=name)
         self._array = array  # the body's history array: `messages`, or the Responses API's `input`
         self._pattern, self._key_pattern = ARRAYS[array]
         self._marker = "ctxproxy-shared-" + secrets.token_hex(16)

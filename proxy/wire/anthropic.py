@@ -38,8 +38,9 @@ class Translations:
     engine can take the resend on the HTTP loop (compaction/resend/previous.py `extension`). A
     translation depends on the turn alone. Bounded in messages, least recently used first out."""
 
-    def __init__(self, max_messages: int = MAX_TRANSLATED) -> None:
-        self._turns: SizedLru[int, tuple[Any, tuple[Message, ...]]] = SizedLru(max_messages)
+    def __init__(self, max_messages: int = MAX_TRANSLATED, name: str | None = None) -> None:
+        self._turns: SizedLru[int, tuple[Any, tuple[Message, ...]]] = SizedLru(
+            max_messages, name=name, unit_bytes=TRANSLATED_BYTES)
         self._systems: SizedLru[tuple[str, bytes], Message] = SizedLru(64)
 
     def turn(self, index: int, message: Any) -> tuple[Message, ...]:
@@ -61,11 +62,11 @@ class Translations:
 
     @property
     def held_bytes(self) -> int:
-        return self._turns.held * TRANSLATED_BYTES
+        return self._turns.held_bytes
 
     @property
     def max_bytes(self) -> int:
-        return self._turns.max_size * TRANSLATED_BYTES
+        return self._turns.max_bytes
 
 
 def to_messages(body: Mapping[str, Any], translations: Translations | None = None,

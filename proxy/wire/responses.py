@@ -34,8 +34,9 @@ class Translations:
     (compaction/resend/previous.py `extension`). A message depends on its items alone. Bounded in
     messages, least recently used first out; `instructions` are kept per scope (the tenant)."""
 
-    def __init__(self, max_messages: int = MAX_TRANSLATED) -> None:
-        self._made: SizedLru[int, tuple[tuple[Item, ...], Message]] = SizedLru(max_messages)
+    def __init__(self, max_messages: int = MAX_TRANSLATED, name: str | None = None) -> None:
+        self._made: SizedLru[int, tuple[tuple[Item, ...], Message]] = SizedLru(
+            max_messages, name=name, unit_bytes=TRANSLATED_BYTES)
         self._instructions: SizedLru[tuple[str, str], Message] = SizedLru(64)
 
     def message(self, items: Sequence[Item]) -> Message:
@@ -63,11 +64,11 @@ class Translations:
 
     @property
     def held_bytes(self) -> int:
-        return self._made.held * TRANSLATED_BYTES
+        return self._made.held_bytes
 
     @property
     def max_bytes(self) -> int:
-        return self._made.max_size * TRANSLATED_BYTES
+        return self._made.max_bytes
 
 
 def to_messages(items: Sequence[Any], instructions: Any = None, translations: Translations | None = None,

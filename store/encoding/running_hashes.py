@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from config import cache_budget
 from store.encoding.fastjson import is_plain
 from store.models import Message
 
@@ -95,12 +96,6 @@ def as_held(held: tuple[bytes | None, ...], keys: Sequence[bytes | None]) -> tup
     return tuple(lead) if set(map(type, lead)) <= _HELD_TYPES else held
 
 
-_NAMED: dict[str, RunningHashes] = {}  # the process's memos, by name (reported by /metrics)
-
-
-def named() -> dict[str, RunningHashes]:
-    """The memos created with a name (one per kind of running hash in the process)."""
-    return dict(_NAMED)
 
 
 @dataclass(frozen=True)
@@ -118,16 +113,22 @@ class RunningHashes:
 
     def __init__(self, step: Step, max_bytes: int = MAX_KEY_BYTES, *, name: str | None = None,
                  max_run_bytes: int = MAX_RUN_BYTES) -> None:
-        if name is not None:
-            _NAMED[name] = self
         self._step = step
         self._memo: OrderedDict[tuple[str, bytes], str] = OrderedDict()
         self._bytes = 0
-        self._max = max_bytes
+        self._max = self._default_max = max_bytes
         self._runs: OrderedDict[Hashable, _Run] = OrderedDict()
         self._run_bytes = 0
-        self._max_run = max_run_bytes
+        self._max_run = self._default_max_run = max_run_bytes
         self._lock = threading.Lock()
+        if name is not None:
+            cache_budget.register(name, self)
+
+    def scale(self, factor: float) -> None:
+        """Both bounds set to their defaults x `factor` (what is over them goes at the next write)."""
+        with self._lock:
+            self._max = int(self._default_max * factor)
+            self._max_run = int(self._default_max_run * factor)
 
     def over(self, messages: Sequence[Message], previous: str = "",
              keys: Sequence[bytes | None] | None = None, run: Hashable | None = None) -> list[str]:

@@ -90,9 +90,15 @@ class PrefixRows:
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._rows = 0
         self._bytes = 0
-        self._max = max_rows
-        self._max_bytes = max_made_bytes
+        self._max = self._default_rows = max_rows
+        self._max_bytes = self._default_bytes = max_made_bytes
         self._lock = threading.Lock()
+
+    def scale(self, factor: float) -> None:
+        """Both bounds set to their defaults x `factor` (what is over them goes at the next write)."""
+        with self._lock:
+            self._max = int(self._default_rows * factor)
+            self._max_bytes = int(self._default_bytes * factor)
 
     def leading(self, conversation_id: str, chain: Sequence[str], upto: int) -> tuple[Row, ...]:
         """The cached rows of seq 0..n-1 (n <= upto) when row n-1 carries the request's chain hash

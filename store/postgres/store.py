@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
 
+from config import cache_budget
 from config.errors import StoreError
 from config.settings import StoreSettings
 from store.encoding.identity import canonical_bodies, chain_from_bodies
@@ -42,7 +43,8 @@ class PgStore:
         self.settings = settings
         self._secret = tenant_secret
         self.lock_keys: dict[tuple[str, str], str] = {}  # (tenant, conversation) -> its lock key
-        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/history/prefix_rows.py)
+        # stored rows ingest already read (store/history/prefix_rows.py)
+        self.prefix_rows = cache_budget.register("prefix_rows", PrefixRows())
 
     @classmethod
     def open(cls, settings: StoreSettings) -> PgStore:

@@ -19,6 +19,7 @@ from typing import Any
 
 import sqlite_utils
 
+from config import cache_budget
 from config.errors import StoreError
 from config.settings import StoreSettings
 from store.history.prefix_rows import PrefixRows
@@ -56,7 +57,8 @@ class Store:
         self.conn: sqlite3.Connection = db.conn
         self.lock = threading.RLock()
         self._secret = tenant_secret
-        self.prefix_rows = PrefixRows()  # stored rows ingest already read (store/history/prefix_rows.py)
+        # stored rows ingest already read (store/history/prefix_rows.py)
+        self.prefix_rows = cache_budget.register("prefix_rows", PrefixRows())
 
     @classmethod
     def open(cls, settings: StoreSettings, *, autocheckpoint: bool = True) -> Store:

@@ -1,4 +1,4 @@
-"""/metrics reports the bounded request-path caches: bytes held and the bound, per cache."""
+"""/metrics reports every bounded request-path cache (bytes, bound); `server.cache_mib` sizes them all."""
 
 from __future__ import annotations
 
@@ -6,9 +6,19 @@ import aiohttp
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
+from compaction.messages import MAX_VALID_BYTES
+from compaction.resend.previous import MAX_BYTES as RESENDS_BYTES
+from compaction.steps.quiet import ENTRY_BYTES, MAX_CONVERSATIONS
+from compaction.tokens import RECOUNTED_BYTES
+from compaction.view.raw_runs import MAX_RECORDS, RECORD_BYTES
+from compaction.view.slot_memo import MAX_SLOTS, SLOT_BYTES
+from config import cache_budget
+from config.cache_budget import DEFAULT_CACHE_MIB
+from proxy.server.resent_body import MAX_BYTES as RESENT_BYTES
 from proxy.wire.anthropic import MAX_TRANSLATED, TRANSLATED_BYTES
 from store.encoding.running_hashes import MAX_KEY_BYTES, MAX_RUN_BYTES
 from store.history.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, ROW_BYTES
+from tests.conftest import ProxyFactory
 from tests.fakes.upstream import FakeUpstream, Reply
 
 
@@ -30,10 +40,30 @@ async def test_cache_gauges_after_a_resend(openai_client: openai.AsyncOpenAI, pr
     held = _by_cache(text, "ctxproxy_cache_bytes")
     bound = _by_cache(text, "ctxproxy_cache_limit_bytes")
     runs = MAX_KEY_BYTES + MAX_RUN_BYTES  # each memo and the last sequence of each of its runs
-    assert bound == {"chain_hashes": runs, "forwarded_hashes": runs,
-                     "prefix_rows": MAX_ROWS * ROW_BYTES + MAX_MADE_BYTES,  # rows and records
-                     "anthropic_translations": MAX_TRANSLATED * TRANSLATED_BYTES,
-                     "responses_translations": MAX_TRANSLATED * TRANSLATED_BYTES}
+    assert {"chain_hashes": runs, "forwarded_hashes": runs,
+            "prefix_rows": MAX_ROWS * ROW_BYTES + MAX_MADE_BYTES,  # rows and records
+            "anthropic_translations": MAX_TRANSLATED * TRANSLATED_BYTES,
+            "responses_translations": MAX_TRANSLATED * TRANSLATED_BYTES,
+            "resends": RESENDS_BYTES, "resent_bodies": RESENT_BYTES, "resent_inputs": RESENT_BYTES,
+            "valid_messages": MAX_VALID_BYTES, "recounted_o200k_base": RECOUNTED_BYTES,
+            "view_slots": MAX_SLOTS * SLOT_BYTES, "raw_runs": MAX_RECORDS * RECORD_BYTES,
+            "idle_steps": MAX_CONVERSATIONS * ENTRY_BYTES}.items() <= bound.items()
+    one_tokenizer = sum(b for c, b in bound.items() if not c.startswith("recounted_")) + RECOUNTED_BYTES
+    assert abs(one_tokenizer / 2**20 - DEFAULT_CACHE_MIB) < 8  # the default bounds add up to it
     assert set(held) == set(bound)
-    assert held.pop("anthropic_translations") == held.pop("responses_translations") == 0  # chat only
-    assert all(0 < held[c] <= bound[c] for c in held)
+    assert held["anthropic_translations"] == held["responses_translations"] == 0  # chat only
+    assert {c: held[c] for c in bound if held[c] > bound[c]} == {}
+    assert all(held[c] > 0 for c in ("chain_hashes", "forwarded_hashes", "prefix_rows",
+                                                  "resends", "valid_messages"))
+
+
+async def test_server_cache_mib_scales_every_cache_bound(make_proxy: ProxyFactory) -> None:
+    try:
+        server = await make_proxy(cache_mib=2 * DEFAULT_CACHE_MIB)
+        async with aiohttp.ClientSession() as http, http.get(str(server.make_url("/metrics"))) as resp:
+            bound = _by_cache(await resp.text(), "ctxproxy_cache_limit_bytes")
+        assert bound["resends"] == 2 * RESENDS_BYTES and bound["view_slots"] == 2 * MAX_SLOTS * SLOT_BYTES
+        assert bound["prefix_rows"] == 2 * (MAX_ROWS * ROW_BYTES + MAX_MADE_BYTES)
+    finally:
+        cache_budget.apply(DEFAULT_CACHE_MIB)
+    assert cache_budget.fill()["resends"][1] == RESENDS_BYTES
