@@ -156,6 +156,7 @@ class Engine:
         ctx = await self._context(turn, messages, resent.keys, await precounted(
             counter, messages[resent.shared:], encoded=None if resent.shared else resent.blob,
             known=counted))
+        await _breathe(ctx)
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
                                                        len(ctx.ingest.messages)) \
                 and ctx.tenant.view(ctx.conversation_id) is None:
@@ -257,12 +258,14 @@ class Engine:
 
     async def _fit(self, ctx: RequestContext) -> _Outcome:
         wv = self._load(ctx)
+        await _breathe(ctx)
         plan = plan_for(ctx, wv)
+        await _breathe(ctx)
         events: list[CompactionEvent] = []
         waited = False
         if plan.tokens > ctx.budget.total and ctx.turn.settings.enabled:
             _check_last_message(ctx, plan)
-            wv, events, waited = await self._request_step(ctx)
+            wv, events, waited = await self._request_step(ctx, wv)
             plan = plan_for(ctx, wv)
         before, started = plan.tokens, time.monotonic()
         plan, forced = truncate.fit(plan, ctx.counter, ctx.recall_names, limit=ctx.budget.total,
@@ -272,9 +275,11 @@ class Engine:
             events.append(self._elision_event(ctx, before, plan.tokens, started))
         return _Outcome(plan, tuple(events), waited, forced, wv.latest_version)
 
-    async def _request_step(self, ctx: RequestContext) -> tuple[WorkingView, list[CompactionEvent], bool]:
+    async def _request_step(self, ctx: RequestContext,
+                            loaded: WorkingView) -> tuple[WorkingView, list[CompactionEvent], bool]:
         """A step on the request path: to the target before the fresh tail, then (still over) to
-        the budget into it; LLM levels only until the deadline. Saves the view it lands on."""
+        the budget into it; LLM levels only until the deadline. Saves the view it lands on.
+        `loaded`: the view as this request loaded it, used unless another step ran meanwhile."""
         deadline = Deadline.after(ctx.turn.settings.sync_deadline_s)
         lock = self._lock(ctx.conversation_id)
         contended = lock.locked()
@@ -282,23 +287,29 @@ class Engine:
         try:
             # Then any other step on this conversation (a background one, another replica's).
             async with self._claims.waiting(ctx.tenant, ctx.conversation_id, deadline) as claim:
-                wv, events = await self._compact_request(ctx, deadline)
+                saved = ctx.tenant.view(ctx.conversation_id)  # an operator's step may have saved one
+                unchanged = not contended and not claim.waited and (
+                    saved.version if saved is not None else 0) == loaded.latest_version
+                wv, events = await self._compact_request(ctx, deadline, loaded if unchanged else None)
         finally:
             if held:
                 lock.release()
         return wv, events, contended or claim.waited or bool(events)
 
-    async def _compact_request(self, ctx: RequestContext,
-                               deadline: Deadline) -> tuple[WorkingView, list[CompactionEvent]]:
-        """Load the newest view (another step may have just saved one); when the request is still
-        over budget, compact: to the target before the fresh tail (prepared summaries first; then the
-        summarizer while still over budget, else the local levels), then to the budget into it."""
-        loaded = wv = self._load(ctx)
+    async def _compact_request(self, ctx: RequestContext, deadline: Deadline,
+                               current: WorkingView | None) -> tuple[WorkingView, list[CompactionEvent]]:
+        """Load the newest view unless `current` is (another step may have just saved one); when the
+        request is still over budget, compact: to the target before the fresh tail (prepared
+        summaries first; then the summarizer while still over budget, else the local levels), then
+        to the budget into it."""
+        loaded = wv = current or self._load(ctx)
+        await _breathe(ctx)
         events: list[CompactionEvent] = []
         before = measure_request(ctx, wv)
         if before > ctx.budget.total:
             pctx = self._pass_context(ctx.turn, ctx.budget, "hard_budget", ctx, deadline)
-            wv, events = collapse_far_over(pctx, wv, before)  # an imported history: one local move first
+            wv, events = await collapse_far_over(pctx, wv, before)  # an imported history: collapsed first
+            await _breathe(ctx)
             wv, more = await loop.compact_until(pctx, wv, ctx.budget.target, reach="before_tail",
                                                  ceiling=ctx.budget.total, summarize=False)
             events += more
@@ -472,6 +483,13 @@ def save_view(tenant: TenantAccess, wv: WorkingView) -> WorkingView:
     view = tenant.save_view(ContextView(wv.conversation_id, 0, wv.items(), wv.last_seq, wv.anchor_ids))
     RESENDS.compacted(wv.conversation_id)
     return replace(wv, view=view, latest_version=view.version)
+
+
+async def _breathe(ctx: RequestContext) -> None:
+    """Between two phases of a long history's request (each linear in its length: hundreds of
+    milliseconds at 50,000 messages), let other conversations' work run; a short one goes on."""
+    if len(ctx.ingest.messages) > INGEST_SLICE_MESSAGES:
+        await asyncio.sleep(0)
 
 
 async def _ingest(tenant: TenantAccess, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],

@@ -52,6 +52,7 @@ from store.runner import Cursor
 
 ANONYMOUS_TENANT = "anonymous"
 OBJECTS_PER_QUERY = 500  # ids looked up in one statement (SQLite allows 32,766 parameters)
+SOURCE_ROWS_PER_INSERT = 200  # summary source links written by one statement (5 parameters a row)
 
 
 def tenant_id(secret: str, api_key: str | None) -> str:
@@ -255,14 +256,30 @@ class TenantStore:
                       "created_at, source_key) VALUES (:id, :tenant, :cid, :kind, :depth, :gen, :level, "
                       ":content, :tokens, :first, :last, :model, :pv, :now, :key) "
                       "ON CONFLICT (conversation_id, source_key) DO NOTHING", values)
-            stored = self._summary_by_key(cid, key)
-            if stored is None or stored.id != values["id"]:
+            winner = self._run("SELECT id FROM summaries WHERE tenant_id = :tenant "
+                               "AND conversation_id = :cid AND source_key = :key",
+                               {"cid": cid, "key": key}).fetchone()
+            if winner is None or winner[0] != values["id"]:
+                stored = self._summary_by_key(cid, key)
                 return stored if stored is not None else self.summary(str(values["id"]))
-            for ord_, (kind, source_id) in enumerate(summaries_mod.source_refs(draft)):
-                self._run("INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
-                          "VALUES (:tenant, :sid, :kind, :src, :ord)",
-                          {"sid": values["id"], "kind": kind, "src": source_id, "ord": ord_})
-            return self.summary(str(values["id"]))
+            self._insert_sources(str(values["id"]), list(summaries_mod.source_refs(draft)))
+            # Built from what was written, not read back (a collapsed history has 50,000 sources).
+            return SummaryRecord(str(values["id"]), cid, draft.kind, draft.depth, generation, draft.level,
+                                 draft.content, draft.token_count, draft.first_seq, draft.last_seq,
+                                 draft.source_message_ids, draft.source_summary_ids, draft.model,
+                                 draft.prompt_version, float(values["now"]))
+
+    def _insert_sources(self, summary_id: str, refs: Sequence[tuple[str, Any]]) -> None:
+        """A summary's source links, SOURCE_ROWS_PER_INSERT rows per statement (a collapsed history
+        has tens of thousands)."""
+        for start in range(0, len(refs), SOURCE_ROWS_PER_INSERT):
+            chunk = refs[start:start + SOURCE_ROWS_PER_INSERT]
+            rows_sql = ", ".join(f"(:tenant, :sid, :k{i}, :s{i}, :o{i})" for i in range(len(chunk)))
+            params: dict[str, Any] = {"sid": summary_id}
+            for i, (kind, source_id) in enumerate(chunk):
+                params.update({f"k{i}": kind, f"s{i}": source_id, f"o{i}": start + i})
+            self._run("INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
+                      f"VALUES {rows_sql}", params)
 
     def _summary_by_key(self, conversation_id: str, key: str) -> SummaryRecord | None:
         """The stored summary with this source key (store/summaries.py), if any."""

@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from compaction.offload import OFF_LOOP_MIN_CHARS, off_loop
 from compaction.steps import selection
 from compaction.steps.passes import PassContext, apply_summary, record_event
 from compaction.summarize.escalation import LOCAL_TRUNCATION
 from compaction.summarize.prompts import build_source_text
 from compaction.summarize.redact import redact
-from compaction.summarize.source_blocks import Block, blocks, pointer_line, render
+from compaction.summarize.source_blocks import blocks, pointer_line
 from compaction.view.entry import Entry
 from compaction.view.workview import WorkingView
 from store.models import Anchor, CompactionEvent, ContextView, StoredMessage, SummaryDraft, SummaryRecord
@@ -32,8 +33,8 @@ KEEP_PERCENT = 50  # of the message budget: the newest history left to the usual
 HEAD_MESSAGES = 64  # the run's first messages considered for keeping whole (the rest only named)
 
 
-def collapse_far_over(ctx: PassContext, wv: WorkingView,
-                      before: int) -> tuple[WorkingView, list[CompactionEvent]]:
+async def collapse_far_over(ctx: PassContext, wv: WorkingView,
+                            before: int) -> tuple[WorkingView, list[CompactionEvent]]:
     """When the request (`before` tokens) is far over the budget, by more than a request's passes
     take down, its oldest raw run collapsed so that about half a message budget of history remains
     for the usual passes."""
@@ -44,7 +45,7 @@ def collapse_far_over(ctx: PassContext, wv: WorkingView,
     if not chunk:
         return wv, []
     try:
-        new_wv, event = collapse_pass(ctx, wv, chunk, before)
+        new_wv, event = await collapse_pass(ctx, wv, chunk, before)
     except Exception as exc:  # recorded like a failed pass; the usual passes and truncation go on
         failed = CompactionEvent(wv.conversation_id, ctx.trigger, "leaf", "truncation", "failed",
                                  LOCAL_TRUNCATION, tokens_before=before, tokens_after=before,
@@ -77,26 +78,23 @@ def collapsed_text(sources: Sequence[StoredMessage], limit_tokens: int,
                    count_text: Callable[[str], int]) -> str:
     """The run's first whole messages within `limit_tokens`, then one pointer line naming the rest."""
     head = blocks(build_source_text(list(sources[:HEAD_MESSAGES])))  # redacted, one block per message
-    named = {b.ref for b in head}
-    items = head + [Block(f"[#{m.id} {m.role}]", str(m.id), m.role, "") for m in sources
-                    if str(m.id) not in named]
-    room = limit_tokens - count_text(pointer_line([b.ref for b in items]))
-    kept: set[int] = set()
-    for i, block in enumerate(head):
+    room = limit_tokens - count_text(pointer_line([str(m.id) for m in sources]))
+    kept: list[str] = []
+    for block in head:
         room -= count_text(block.text) + 2  # the blank line between blocks
         if room < 0:
             break
-        kept.add(i)
-    return render(items, kept)
+        kept.append(block.text)
+    return "\n\n".join([*kept, pointer_line([str(m.id) for m in sources[len(kept):]])])
 
 
-def collapse_pass(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...],
-                  before: int) -> tuple[WorkingView, CompactionEvent]:
+async def collapse_pass(ctx: PassContext, wv: WorkingView, chunk: tuple[int, ...],
+                        before: int) -> tuple[WorkingView, CompactionEvent]:
     """`chunk` (raw messages) replaced by one truncation-level summary, committed with its event."""
     started = time.monotonic()
     sources = [wv.stored[wv.entries[i].seq] for i in chunk]
     limit = ctx.budget.summary_target(ctx.settings, "leaf", sum(m.token_count for m in sources))
-    text = collapsed_text(sources, limit, ctx.counter.count_text)
+    text = await off_loop(OFF_LOOP_MIN_CHARS, collapsed_text, sources, limit, ctx.counter.count_text)
     draft = SummaryDraft(wv.conversation_id, "leaf", 0, "truncation", text, ctx.counter.count_text(text),
                          sources[0].seq, sources[-1].seq, tuple(m.id for m in sources), (),
                          LOCAL_TRUNCATION, "")
