@@ -16,6 +16,7 @@ import openai
 import pytest
 from aiohttp.test_utils import TestServer
 
+from compaction.steps import collapse
 from compaction.steps.collapse import collapse_run
 from compaction.view.entry import Entry
 from config.settings import (
@@ -153,3 +154,20 @@ def test_a_collapse_never_takes_a_summary_or_a_pinned_message_and_stays_contiguo
                    ("user", 50, 5), ("assistant", 50, 6)])
     raw[3] = Entry("message", "3", 50, "assistant", 4, 3, pinned=True)
     assert collapse_run([summary, *raw], 0) == (1, 2, 3)  # after the leading summary, up to the pin
+
+
+async def test_a_collapse_that_fails_leaves_the_request_to_the_usual_passes_and_truncation(
+        server: TestServer, client: openai.AsyncOpenAI, fake_upstream: FakeUpstream,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*args: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(collapse, "collapse_pass", broken)
+    messages = imported(1_000)
+    cid, _ = await turn(server, client, messages)  # answered all the same
+    sent = fake_upstream.last_body["messages"]
+    assert sent[0] == messages[0] and sent[-1] == messages[-1]
+    assert not any(len(s.source_message_ids) > 1_500 for s in summaries(server, cid))  # no collapse
+    failed = [e for e in tenant(server).events(cid) if e.outcome == "failed"]
+    assert failed and "disk full" in (failed[0].error or "")
+    assert len(tenant(server).messages(cid)) == len(messages) + 1  # nothing lost
