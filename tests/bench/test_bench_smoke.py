@@ -21,6 +21,7 @@ from bench import (
     throughput,
 )
 from bench.common import cpu_seconds, history, mapped_mb, pct, rss_mb, rss_split
+from bench.memory import FILLED
 
 pytestmark = pytest.mark.integration  # the benches start servers as subprocesses
 
@@ -81,10 +82,12 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert 0 <= memory["after"]["db_mapped"] <= memory["after"]["file"] and memory["after"]["db_file"] > 0
     assert memory["unmapped_growth_mb"] == pytest.approx(memory["growth_mb"] - memory["db_mapped_growth_mb"])
     assert memory["warmup"] == 16 and not memory["caches_full"]  # tiny: the fill stops at fill_max
-    assert set(memory["caches_warm"]) == {"chain_hashes", "forwarded_hashes", "prefix_rows",
+    assert set(memory["caches_warm"]) >= {*FILLED, "resends", "resent_bodies", "valid_messages",
                                           "anthropic_translations", "responses_translations"}
-    chat = {name: fill for name, fill in memory["caches_after"].items() if not name.endswith("_translations")}
-    assert all(0 < held <= bound for held, bound in chat.values())  # chat traffic: no translations
+    after = memory["caches_after"]
+    assert all(0 <= held <= bound for held, bound in after.values())
+    assert all(after[name][0] > 0 for name in FILLED)  # what chat traffic fills
+    assert after["anthropic_translations"][0] == 0  # chat traffic: no translations
     assert (memory["mmap_mib"], memory["after"]["db_mapped"]) == (0, 0)  # no map: nothing of the file in RSS
     assert all(v is not None for v in memory["plateau"].values())  # halves at 20 and 40 requests
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
