@@ -46,17 +46,19 @@ class SizedLru(Generic[K, V]):
                 return
             self._items[key] = (value, size)
             self._held += size
-            while self._held > self.max_size:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._held -= dropped
+            self._drop_over_bound()
 
     def scale(self, factor: float) -> None:
         """The bound set to the default bound x `factor`; the oldest values over it go now."""
         with self._lock:
             self.max_size = max(1, int(self.default_size * factor))
-            while self._held > self.max_size:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._held -= dropped
+            self._drop_over_bound()
+
+    def _drop_over_bound(self) -> None:
+        """The least recently used values, until what is held fits the bound (lock held)."""
+        while self._held > self.max_size:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self._held -= dropped
 
     @property
     def held_bytes(self) -> int:

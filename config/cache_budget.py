@@ -14,7 +14,8 @@ import threading
 import weakref
 from typing import Protocol, TypeVar
 
-DEFAULT_CACHE_MIB = 100  # the caches' default bounds add up to about this (tests/test_cache_budget.py)
+# The caches' default bounds add up to about this (tests/proxy/observability/test_cache_metrics.py).
+DEFAULT_CACHE_MIB = 100
 
 
 class Bounded(Protocol):

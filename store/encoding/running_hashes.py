@@ -96,8 +96,6 @@ def as_held(held: tuple[bytes | None, ...], keys: Sequence[bytes | None]) -> tup
     return tuple(lead) if set(map(type, lead)) <= _HELD_TYPES else held
 
 
-
-
 @dataclass(frozen=True)
 class _Run:
     """The last sequence hashed under one run key (its keys right-sized)."""
