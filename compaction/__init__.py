@@ -13,7 +13,6 @@ from compaction.llm import get_litellm, get_litellm_async
 from compaction.messages import OPAQUE_TEXT_FIELD
 from compaction.recall.result_budget import ResultBudget
 from compaction.resend.early_forward import EarlyForward
-from compaction.sized_lru import SizedLru
 from compaction.summarize.prompts import bound_text, build_request, build_source_text
 from compaction.summarize.redact import redact, redact_obj
 from compaction.summarize.summarizers import ExtractiveSummarizer, LiteLLMSummarizer, endpoint_identity
@@ -32,6 +31,7 @@ from compaction.types import (
 from compaction.view.backrefs import analyze as back_references
 from compaction.view.backrefs import is_unchanged_marker
 from compaction.view.budget import Budget, WindowSource, resolve_context_window
+from config.sized_lru import SizedLru
 
 __all__ = [
     "OPAQUE_TEXT_FIELD",

@@ -11,8 +11,8 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction.sized_lru import SizedLru
 from config.errors import InvalidRequestError
+from config.sized_lru import SizedLru
 from store.encoding.running_hashes import kept
 from store.models import Message
 

@@ -21,7 +21,7 @@ import orjson
 
 from compaction import llm
 from compaction.messages import OPAQUE_TEXT_FIELD
-from compaction.sized_lru import SizedLru
+from config.sized_lru import SizedLru
 from store.encoding.content import part_text
 
 TOKENS_PER_MESSAGE = 3

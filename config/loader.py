@@ -406,6 +406,7 @@ def _validate_ranges(settings: Settings) -> None:
               ("server.min_body_bytes_per_s", settings.server.min_body_bytes_per_s, 1, 1 << 40),
               ("server.max_connections", settings.server.max_connections, 1, 1_000_000),
               ("server.cache_mib", settings.server.cache_mib, 8, 1_048_576),
+              ("server.engine_threads", settings.server.engine_threads, 1, 64),
               ("store.busy_timeout_ms", settings.store.busy_timeout_ms, 0, 600_000),
               ("store.lease_s", settings.store.lease_s, 1, 86_400),
               ("store.cache_mib", settings.store.cache_mib, 1, 65_536),

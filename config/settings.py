@@ -211,6 +211,7 @@ class ServerSettings:
     min_body_bytes_per_s: int = 1_024  # a body may take body_timeout_s plus its size at this rate
     max_connections: int = 1_024  # open client connections; more are answered 503 and closed
     cache_mib: int = DEFAULT_CACHE_MIB  # one bound over the request-path caches (config/cache_budget.py)
+    engine_threads: int = 2  # engines on their own threads: one conversation's work never holds up another's
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from structlog.typing import FilteringBoundLogger
 from config import cache_budget
 from config.settings import Settings
 from proxy import appkeys, upkeep
-from proxy.engine_host import EngineHost
 from proxy.engine_host import HostedEngine as EngineAPI
+from proxy.engine_pool import EnginePool
 from proxy.heap import heap_trim_ctx
 from proxy.inspector.web import setup_ui
 from proxy.observability.logging import make_logger
@@ -117,9 +117,9 @@ def _store_size(app: web.Application) -> int:
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:
-    """The store and the engine thread it lives on (proxy/engine_host.py), with its upkeep tasks."""
+    """The store and the engine threads it is used on (proxy/engine_pool.py), with its upkeep tasks."""
     settings = app[appkeys.SETTINGS].store
-    host = EngineHost()
+    host = EnginePool(app[appkeys.SETTINGS].server.engine_threads)
     host.start()
     try:
         store = await host.run(lambda: open_store(settings, autocheckpoint=False))
@@ -129,7 +129,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
     app[appkeys.HOST], app[appkeys.STORE] = host, store
     logger = app[appkeys.LOGGER]
     tasks = [asyncio.create_task(upkeep.checkpoint_periodically(store, settings, logger)),
-             asyncio.create_task(upkeep.index_periodically(host, store, logger))]
+             asyncio.create_task(upkeep.index_periodically(host.hosts, store, logger))]
     if settings.retention_days is not None:
         await upkeep.sweep_retention(host, store, settings.retention_days, logger)
         tasks.append(asyncio.create_task(upkeep.retain_periodically(host, store, settings.retention_days,

@@ -11,8 +11,8 @@ from aiohttp import web
 from structlog.typing import FilteringBoundLogger
 
 from config.settings import Settings
-from proxy.engine_host import EngineHost
 from proxy.engine_host import HostedEngine as EngineAPI
+from proxy.engine_pool import EnginePool
 from proxy.observability.logging import RequestRecord
 from proxy.observability.metrics import Metrics
 from proxy.server.connections import ConnectionGuard
@@ -30,7 +30,7 @@ METRICS = web.AppKey("metrics", Metrics)
 LOGGER = web.AppKey("logger", FilteringBoundLogger)
 STORE = web.AppKey("store", StoreBackend)
 ENGINE = web.AppKey("engine", EngineAPI)  # lives on HOST's thread: call it through HOST
-HOST = web.AppKey("engine_host", EngineHost)
+HOST = web.AppKey("engine_host", EnginePool)
 UPSTREAMS = web.AppKey("upstreams", UpstreamRouter)
 WINDOWS = web.AppKey("context_windows", WindowResolver)
 RESENT_BODIES = web.AppKey("resent_bodies", ResentBodies)  # a resend's new part alone is parsed

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 
 from structlog.typing import FilteringBoundLogger
 
@@ -85,24 +86,29 @@ async def checkpoint_periodically(store: StoreBackend, settings: StoreSettings,
             logger.warning("store.checkpoint_failed", error=exc.message)
 
 
-async def index_periodically(runner: StoreRunner, store: StoreBackend, logger: FilteringBoundLogger,
+async def index_periodically(hosts: Sequence[StoreRunner], store: StoreBackend, logger: FilteringBoundLogger,
                              tick_s: float = INDEX_TICK_S, batch: int = INDEX_BATCH) -> None:
-    """Index what bulk imports left unindexed, a batch per engine-thread call while the engine is
-    idle (an import in flight keeps its thread busy: its own rows wait until it is done)."""
+    """Index what bulk imports left unindexed, a batch per engine-thread call while every engine is
+    idle (an import in flight keeps its thread busy: its own rows wait until it is done; another
+    engine's requests would wait on a batch holding the store)."""
     while True:
         await asyncio.sleep(tick_s)
         try:
-            while await engine_idle(runner) and await runner.run(lambda: store.index_pending(batch)) >= batch:
+            while (await engines_idle(hosts)
+                   and await hosts[0].run(lambda: store.index_pending(batch)) >= batch):
                 pass
         except CtxProxyError as exc:  # a busy store retries at the next tick
             logger.warning("store.index_failed", error=exc.message)
 
 
-async def engine_idle(runner: StoreRunner) -> bool:
-    """Whether an empty call reached the engine thread and came back at once (nothing queued there)."""
-    began = time.monotonic()
-    await runner.run(lambda: None)
-    return time.monotonic() - began < IDLE_HOP_S
+async def engines_idle(hosts: Sequence[StoreRunner]) -> bool:
+    """Whether an empty call reached each engine thread and came back at once (nothing queued there)."""
+    for host in hosts:
+        began = time.monotonic()
+        await host.run(lambda: None)
+        if time.monotonic() - began >= IDLE_HOP_S:
+            return False
+    return True
 
 
 def expire_idle(store: StoreBackend, retention_days: float, now: float) -> int:

@@ -18,6 +18,7 @@ from store.models import (
     SummaryRecord,
     ViewItem,
 )
+from store.summaries import Sources
 
 
 def in_list(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
@@ -51,14 +52,13 @@ def message(row: sqlite3.Row, body: Message | None = None) -> StoredMessage:
                          source=row["source"], created_at=row["created_at"])
 
 
-def summary(row: sqlite3.Row, sources: list[tuple[str, str]]) -> SummaryRecord:
-    """`sources` are (source_kind, source_id) in order."""
+def summary(row: sqlite3.Row, sources: Sources) -> SummaryRecord:
+    """`sources`: the summary's message ids and summary ids, in order (store/summaries.py)."""
     return SummaryRecord(
         id=row["id"], conversation_id=row["conversation_id"], kind=row["kind"], depth=row["depth"],
         generation=row["generation"], level=row["level"], content=row["content"],
         token_count=row["token_count"], first_seq=row["first_seq"], last_seq=row["last_seq"],
-        source_message_ids=tuple(int(s) for k, s in sources if k == "message"),
-        source_summary_ids=tuple(s for k, s in sources if k == "summary"),
+        source_message_ids=sources[0], source_summary_ids=sources[1],
         model=row["model"], prompt_version=row["prompt_version"], created_at=row["created_at"])
 
 

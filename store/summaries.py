@@ -15,9 +15,34 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from config.sized_lru import SizedLru
 from store.models import SummaryDraft
 
 SourceRef = tuple[str, str]  # (source_kind, source_id): ("message", "42") or ("summary", "sum_...")
+# Summary sources read once and kept (a summary's sources never change), as its record holds them:
+# message ids, summary ids. A collapsed 50,000-message history is one summary with 50,000 sources,
+# which every request of its conversation read back before (store/tenant.py `summaries`).
+Sources = tuple[tuple[int, ...], tuple[str, ...]]
+SOURCES_MAX_BYTES = 4 * 1024 * 1024
+MESSAGE_SOURCE_BYTES = 40  # a held message id: its int and the tuple's pointer to it
+SUMMARY_SOURCE_BYTES = 80  # a held summary id: its 16-character string and the pointer
+SourcesCache = SizedLru[tuple[str, str], Sources]  # (tenant, summary id) -> its sources
+
+
+def sources_of(refs: Iterable[SourceRef]) -> Sources:
+    """(kind, id) pairs in stored order as a record holds them: message ids, then summary ids."""
+    pairs = list(refs)
+    return (tuple(int(i) for k, i in pairs if k == "message"), tuple(i for k, i in pairs if k == "summary"))
+
+
+def sources_bytes(sources: Sources) -> int:
+    """What held `sources` cost in memory, about."""
+    return 64 + MESSAGE_SOURCE_BYTES * len(sources[0]) + SUMMARY_SOURCE_BYTES * len(sources[1])
+
+
+def sources_cache() -> SourcesCache:
+    """A store's cache of summary sources, bounded with the others by `server.cache_mib`."""
+    return SizedLru(SOURCES_MAX_BYTES, name="summary_sources")
 
 
 class _Rows(Protocol):

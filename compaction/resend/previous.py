@@ -25,7 +25,7 @@ from typing import cast
 import orjson
 
 from compaction.resend.early_forward import Passthrough
-from compaction.sized_lru import SizedLru
+from config.sized_lru import SizedLru
 from store.encoding.identity import trimmed_hash
 from store.encoding.running_hashes import exact_json, exact_keys, kept
 from store.models import Message, StoredMessage

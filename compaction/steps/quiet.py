@@ -11,8 +11,8 @@ lets the next one run at once.
 
 from __future__ import annotations
 
-from compaction.sized_lru import SizedLru
 from compaction.view.budget import MIN_LEAF_CHUNK_TOKENS
+from config.sized_lru import SizedLru
 
 MAX_CONVERSATIONS = 16_384  # one int each: well under 2 MiB
 ENTRY_BYTES = 112  # one conversation id and its int in the ordered dict, about

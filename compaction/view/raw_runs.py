@@ -15,9 +15,9 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compaction.sized_lru import SizedLru
 from compaction.view.entry import Entry
 from compaction.view.plan import grouped_entries
+from config.sized_lru import SizedLru
 from store.models import StoredMessage
 
 # Records held across runs: about 13 resent 100k-token histories. They are mostly the ones the store

@@ -15,9 +15,9 @@ import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from compaction.sized_lru import SizedLru
 from compaction.view.entry import Entry
 from compaction.view.plan import Render, Slot, protected_positions, view_slot
+from config.sized_lru import SizedLru
 from store.models import Message
 
 # About 13 resent 100k-token histories (as raw_runs.MAX_RECORDS, whose entries these slots share).

@@ -15,6 +15,7 @@ from proxy.observability.metrics import Metrics
 from store.models import CompactionEvent
 
 STEP_EVENT = "compaction.step"
+MAX_LOGGED_SOURCES = 256  # a step naming more source messages logs their count and range only
 
 
 def step_fields(event: CompactionEvent) -> dict[str, Any]:
@@ -27,6 +28,9 @@ def step_fields(event: CompactionEvent) -> dict[str, Any]:
     fields["tokens_saved"] = max(0, event.tokens_before - event.tokens_after)
     messages = event.source_message_ids
     fields["source_message_range"] = [min(messages), max(messages)] if messages else None
+    fields["source_messages"] = len(messages)
+    if len(messages) > MAX_LOGGED_SOURCES:  # a collapsed import names 50,000: the store keeps them all
+        fields["source_message_ids"] = None
     # Rejected facts are conversation text: counted here, kept only in the store (which a delete erases).
     fields["rejected_facts"] = len(fields.pop("rejected_facts"))
     return fields

@@ -16,7 +16,6 @@ right-sized copy, or a 60-byte message would hold 4 KiB and the bound would unde
 from __future__ import annotations
 
 import operator
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -25,12 +24,14 @@ from typing import Any
 import orjson
 
 from config import cache_budget
+from config.fair_lock import FairRLock
 from store.encoding.fastjson import is_plain
 from store.models import Message
 
 Step = Callable[[str, Message], str]  # (previous hash, message) -> this message's running hash
 MAX_KEY_BYTES = 8 * 1024 * 1024  # about 14 resent 100k-token histories (500 messages of ~800 bytes)
 MAX_RUN_BYTES = 4 * 1024 * 1024  # the last sequence of each run key: about 7 such histories
+LOCKED_MESSAGES = 512  # messages hashed per hold of the lock (an import of 50,000 held it for 0.3 s)
 # Bytes of a memo entry beyond its message's JSON, measured (tests/store/encoding/test_running_hashes.py):
 # the key tuple 56, the bytes header 33, the 64-hex hash string 113, the ordered dict ~180 (its
 # tables are sized for the churn of an LRU: deleted slots linger until the next resize).
@@ -118,7 +119,7 @@ class RunningHashes:
         self._runs: OrderedDict[Hashable, _Run] = OrderedDict()
         self._run_bytes = 0
         self._max_run = self._default_max_run = max_run_bytes
-        self._lock = threading.Lock()
+        self._lock = FairRLock()  # engine threads take turns (config/fair_lock.py)
         if name is not None:
             cache_budget.register(name, self)
 
@@ -134,26 +135,37 @@ class RunningHashes:
         (and then keep) the last sequence hashed under this key."""
         keys = exact_keys(messages) if keys is None else keys
         shared_keys, out = self._resumed(run, previous, keys) if run is not None else ((), [])
-        missed: list[tuple[tuple[str, bytes], str]] = []
-        memo = self._memo
         last = out[-1] if out else previous
-        with self._lock:  # the look-ups, in one go
-            for message, exact in zip(messages[len(out):], keys[len(out):], strict=True):
-                key = (last, exact) if exact is not None else None
-                found = memo.get(key) if key is not None else None
-                if found is None:
-                    found = self._step(last, message)
-                    if key is not None:
-                        missed.append((key, found))
-                else:
-                    memo.move_to_end(key)  # type: ignore[arg-type]
-                out.append(found)
-                last = found
-            for key, value in missed:
-                self._remember(key, value)
-            if run is not None:
-                self._keep_run(run, _run(previous, shared_keys, keys, out))
+        for start in range(len(out), len(messages), LOCKED_MESSAGES):
+            end = min(len(messages), start + LOCKED_MESSAGES)
+            with self._lock:  # a slice of look-ups at a time: other threads' look-ups go between
+                last = self._hashed(messages[start:end], keys[start:end], last, out)
+        if run is not None:
+            made = _run(previous, shared_keys, keys, out)  # copies: not under the lock
+            with self._lock:
+                self._keep_run(run, made)
         return out
+
+    def _hashed(self, messages: Sequence[Message], keys: Sequence[bytes | None], last: str,
+                out: list[str]) -> str:
+        """Each message's hash after `last` appended to `out`, from the memo or made (lock held);
+        the last one."""
+        memo = self._memo
+        missed: list[tuple[tuple[str, bytes], str]] = []
+        for message, exact in zip(messages, keys, strict=True):
+            key = (last, exact) if exact is not None else None
+            found = memo.get(key) if key is not None else None
+            if found is None:
+                found = self._step(last, message)
+                if key is not None:
+                    missed.append((key, found))
+            else:
+                memo.move_to_end(key)  # type: ignore[arg-type]
+            out.append(found)
+            last = found
+        for key, value in missed:
+            self._remember(key, value)
+        return last
 
     def _resumed(self, run: Hashable, previous: str,
                  keys: Sequence[bytes | None]) -> tuple[tuple[bytes | None, ...], list[str]]:

@@ -39,6 +39,9 @@ REBUILD_CANDIDATES = 4  # conversations sharing a diverging request's prefix ask
 _SHARED = {s: s for s in ("system", "developer", "user", "assistant", "tool", "function", "client", "reply")}
 
 
+READ_PAGE_ROWS = 2_000  # stored rows read per query (a resumed session has tens of thousands)
+
+
 @dataclass(frozen=True)
 class _Match:
     conversation: sqlite3.Row | None  # conversations row the request continues (or diverges from)
@@ -182,13 +185,18 @@ def _with_pins(cached: Sequence[Row], pinned: set[int]) -> list[Row]:
 
 
 def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
-    """Stored rows seq start..upto-1 as plain tuples (`_MSG_COLUMNS` order). The conversation id, role
-    and source are shared strings, not one copy per row: rows are kept (store/history/prefix_rows.py)."""
-    found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
-                "AND seq >= :start AND seq < :upto ORDER BY seq", {"cid": cid, "start": start, "upto": upto})
+    """Stored rows seq start..upto-1 as plain tuples (`_MSG_COLUMNS` order), READ_PAGE_ROWS per query
+    (each holds the store while it runs). The conversation id, role and source are shared strings,
+    not one copy per row: rows are kept (store/history/prefix_rows.py)."""
     shared = _SHARED.get
-    return [(r[0], cid, r[2], shared(r[3], r[3]), r[4], r[5], r[6], r[7], shared(r[8], r[8]), r[9])
-            for r in found]
+    out: list[Row] = []
+    for first in range(start, upto, READ_PAGE_ROWS):
+        found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = "
+                    ":cid AND seq >= :start AND seq < :upto ORDER BY seq",
+                    {"cid": cid, "start": first, "upto": min(upto, first + READ_PAGE_ROWS)})
+        out += [(r[0], cid, r[2], shared(r[3], r[3]), r[4], r[5], r[6], r[7], shared(r[8], r[8]), r[9])
+                for r in found]
+    return out
 
 
 def _prefix_message(r: Any, m: Message) -> StoredMessage:
@@ -209,9 +217,10 @@ def _only_system(messages: Sequence[Message], upto: int) -> bool:
 
 
 def _identify(run: Runner, messages: Sequence[Message], external_id: str | None,
-              keys: Sequence[bytes | None]) -> tuple[list[str], _Match]:
-    """The request's chain hashes and the stored conversation its history matches."""
-    chain = chain_of(messages, keys)
+              keys: Sequence[bytes | None], chain: list[str] | None = None) -> tuple[list[str], _Match]:
+    """The request's chain hashes (`chain`, when made already) and the stored conversation its
+    history matches."""
+    chain = chain_of(messages, keys) if chain is None else chain
     if external_id:
         return chain, _match_by_external_id(run, external_id, chain)
     return chain, _match_by_chain(run, chain)
@@ -278,15 +287,44 @@ def ingest(run: Runner, messages: Sequence[Message], *, model: str, external_id:
     return finish(state)
 
 
-def begin(run: Runner, messages: Sequence[Message], *, model: str, external_id: str | None,
-          count_tokens: Callable[[Message], int], prefix_rows: PrefixRows | None = None,
-          keys: Sequence[bytes | None] | None = None) -> Ingesting:
-    """Identify the conversation `messages` continue (forking or revising when they diverge);
-    nothing new is stored yet (`append`)."""
+@dataclass(frozen=True)
+class Ahead:
+    """What `read_ahead` found before the write transaction: the request's chain hashes and, when
+    it continues a stored conversation, that conversation's stored prefix."""
+
+    chain: list[str]
+    conversation_id: str | None = None
+    keep: int = 0
+    stored: list[StoredMessage] | None = None
+
+
+def read_ahead(run: Runner, messages: Sequence[Message], *, external_id: str | None,
+               prefix_rows: PrefixRows | None = None, keys: Sequence[bytes | None] | None = None) -> Ahead:
+    """`begin`'s linear work done outside the write transaction, so that a long history (a resumed
+    50,000-message session: hundreds of milliseconds) does not hold the store meanwhile: the chain
+    hashes, and the stored prefix of the conversation the request continues. Stored rows never
+    change but for `pinned`, which only ever gets set: `begin` takes them when it finds the same
+    conversation and prefix again, under the transaction."""
     if not messages:
         raise InvalidRequestError("messages must not be empty", param="messages")
     keys = exact_keys(messages) if keys is None else keys
     chain, match = _identify(run, messages, external_id, keys)
+    conv = match.conversation
+    if conv is None or not match.matched or _forks(match, len(messages)):
+        return Ahead(chain)
+    stored = _stored_prefix(run, conv["id"], messages, match.matched, chain, prefix_rows, keys)
+    return Ahead(chain, str(conv["id"]), match.matched, stored)
+
+
+def begin(run: Runner, messages: Sequence[Message], *, model: str, external_id: str | None,
+          count_tokens: Callable[[Message], int], prefix_rows: PrefixRows | None = None,
+          keys: Sequence[bytes | None] | None = None, ahead: Ahead | None = None) -> Ingesting:
+    """Identify the conversation `messages` continue (forking or revising when they diverge);
+    nothing new is stored yet (`append`). `ahead`: `read_ahead`'s findings, used where they hold."""
+    if not messages:
+        raise InvalidRequestError("messages must not be empty", param="messages")
+    keys = exact_keys(messages) if keys is None else keys
+    chain, match = _identify(run, messages, external_id, keys, ahead.chain if ahead is not None else None)
     now = time.time()
     conv, keep = match.conversation, match.matched
     forked = revised = False
@@ -302,7 +340,11 @@ def begin(run: Runner, messages: Sequence[Message], *, model: str, external_id: 
             keep = 0
     elif conv is None:
         conv = insert_conversation(run, model, external_id, None, now)
-    stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows, keys) if keep else []
+    if ahead is not None and ahead.stored is not None and ahead.conversation_id == conv["id"] \
+            and ahead.keep == keep:
+        stored = ahead.stored
+    else:
+        stored = _stored_prefix(run, conv["id"], messages, keep, chain, prefix_rows, keys) if keep else []
     return Ingesting(conv, messages, chain, keep, stored, count_tokens, forked, revised, now)
 
 

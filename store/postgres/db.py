@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +21,8 @@ import psycopg
 from psycopg import sql as pgsql
 
 from config.errors import StoreError
+from config.fair_lock import FairRLock
+from store.runner import Result
 
 _PARAM = re.compile(r"(?<![:\w[]):([A-Za-z_]\w*)")
 _ID_TABLES = "messages|anchors|compaction_events|forwarded|tool_rounds"
@@ -48,27 +49,6 @@ class Row:
 
     def keys(self) -> list[str]:
         return list(self._index)
-
-
-class Result:
-    """A finished query: its rows (fetched at once) and, for an INSERT, the last id it wrote."""
-
-    def __init__(self, rows: list[Row], lastrowid: int | None) -> None:
-        self._rows = rows
-        self._lastrowid = lastrowid
-
-    @property
-    def lastrowid(self) -> int | None:
-        return self._lastrowid
-
-    def fetchone(self) -> Row | None:
-        return self._rows[0] if self._rows else None
-
-    def fetchall(self) -> list[Row]:
-        return list(self._rows)
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self._rows)
 
 
 _Shape = tuple[int, dict[str, int]]  # (column count, name -> position) of one statement's rows
@@ -102,7 +82,7 @@ class Database:
     def __init__(self, url: str) -> None:
         self._url = url
         self.conn = self._connect()
-        self.lock = threading.RLock()
+        self.lock = FairRLock()  # engine threads take turns (config/fair_lock.py)
         self._depth = 0  # open transaction() blocks: never reconnect inside one
         self._shapes: dict[str, _Shape] = {}
 

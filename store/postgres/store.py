@@ -25,6 +25,7 @@ from store.postgres import search as pg_search
 from store.postgres.db import Database
 from store.postgres.migrations import apply_migrations
 from store.runner import Cursor
+from store.summaries import SourcesCache, sources_cache
 from store.tenant import TenantStore, tenant_id
 
 _OWN_CONVERSATION = "SELECT 1 FROM conversations WHERE tenant_id = :tenant AND id = :cid"
@@ -45,6 +46,7 @@ class PgStore:
         self.lock_keys: dict[tuple[str, str], str] = {}  # (tenant, conversation) -> its lock key
         # stored rows ingest already read (store/history/prefix_rows.py)
         self.prefix_rows = cache_budget.register("prefix_rows", PrefixRows())
+        self.summary_sources: SourcesCache = sources_cache()
 
     @classmethod
     def open(cls, settings: StoreSettings) -> PgStore:
@@ -117,6 +119,7 @@ class PgTenantConnection:
         self._pg = store
         self.tenant_id = tenant_id
         self.prefix_rows = store.prefix_rows
+        self.summary_sources = store.summary_sources
 
     def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""

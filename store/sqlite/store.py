@@ -11,7 +11,6 @@ import contextlib
 import os
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -21,10 +20,11 @@ import sqlite_utils
 
 from config import cache_budget
 from config.errors import StoreError
+from config.fair_lock import FairRLock
 from config.settings import StoreSettings
 from store.history.prefix_rows import PrefixRows
 from store.models import SearchHit, SearchQuery
-from store.runner import Cursor
+from store.runner import Cursor, Result
 from store.sqlite import search as search_mod
 from store.sqlite.db import (
     FTS_INDEXES,
@@ -38,6 +38,7 @@ from store.sqlite.db import (
     run_checkpoint,
 )
 from store.sqlite.transaction import transaction
+from store.summaries import SourcesCache, sources_cache
 from store.tenant import TenantStore, tenant_id
 
 PENDING_INDEXED = ("UPDATE messages SET fts_pending = 0 WHERE id IN "
@@ -55,10 +56,11 @@ class Store:
         self.db = db
         self.settings = settings
         self.conn: sqlite3.Connection = db.conn
-        self.lock = threading.RLock()
+        self.lock = FairRLock()  # engine threads take turns (config/fair_lock.py)
         self._secret = tenant_secret
         # stored rows ingest already read (store/history/prefix_rows.py)
         self.prefix_rows = cache_budget.register("prefix_rows", PrefixRows())
+        self.summary_sources: SourcesCache = sources_cache()
 
     @classmethod
     def open(cls, settings: StoreSettings, *, autocheckpoint: bool = True) -> Store:
@@ -153,17 +155,19 @@ class SqliteTenantConnection:
         self._store = store
         self.tenant_id = tenant_id
         self.prefix_rows = store.prefix_rows
+        self.summary_sources = store.summary_sources
 
     def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
         if ":tenant" not in sql:
             raise StoreError("internal: store query without tenant filter")
         bound = {**(params or {}), "tenant": self.tenant_id}
-        with self._store.lock:
+        with self._store.lock:  # rows read whole under it (store/runner.py Result)
             cur = self._store.conn.cursor()
             cur.row_factory = sqlite3.Row
             try:
-                return cur.execute(sql, bound)
+                cur.execute(sql, bound)
+                return Result(cur.fetchall(), cur.lastrowid)
             except sqlite3.Error as exc:  # IntegrityError included: never a raw sqlite3 exception
                 raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
 

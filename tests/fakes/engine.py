@@ -10,6 +10,7 @@ from compaction.engine import EarlyStart
 from compaction.resend.early_forward import EarlyForward
 from compaction.types import ChatTurn, Message, PreparedRequest
 from proxy import appkeys
+from proxy.engine_host import EngineHost
 
 
 class UnusedEngine:
@@ -36,6 +37,9 @@ class UnusedEngine:
 
 
 async def drain_background(app: web.Application) -> None:
-    """Wait for the app engine's background steps, on the engine thread where they run."""
-    engine: Any = app[appkeys.ENGINE]
-    await app[appkeys.HOST].call(engine.background.drain)
+    """Wait for every engine's background steps, each on the engine thread where they run."""
+    async def drain(host: EngineHost) -> None:
+        engine: Any = host.engine
+        await host.call(engine.background.drain)
+
+    await app[appkeys.HOST].each(drain)

@@ -19,7 +19,7 @@ from tests.fakes.summarizer import ScriptedSummarizer
 class _SummarylessTenant(TenantStore):
     """Fails when a pass writes its summary: after its anchors were written, in the same transaction."""
 
-    def add_summary(self, draft: SummaryDraft) -> SummaryRecord:
+    def add_summary(self, draft: SummaryDraft, key: str | None = None) -> SummaryRecord:
         raise StoreError("injected: disk full while writing the summary")
 
 

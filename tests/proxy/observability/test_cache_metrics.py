@@ -18,6 +18,7 @@ from proxy.server.resent_body import MAX_BYTES as RESENT_BYTES
 from proxy.wire.anthropic import MAX_TRANSLATED, TRANSLATED_BYTES
 from store.encoding.running_hashes import MAX_KEY_BYTES, MAX_RUN_BYTES
 from store.history.prefix_rows import MAX_MADE_BYTES, MAX_ROWS, ROW_BYTES
+from store.summaries import SOURCES_MAX_BYTES
 from tests.conftest import ProxyFactory
 from tests.fakes.upstream import FakeUpstream, Reply
 
@@ -47,7 +48,8 @@ async def test_cache_gauges_after_a_resend(openai_client: openai.AsyncOpenAI, pr
             "resends": RESENDS_BYTES, "resent_bodies": RESENT_BYTES, "resent_inputs": RESENT_BYTES,
             "valid_messages": MAX_VALID_BYTES, "recounted_o200k_base": RECOUNTED_BYTES,
             "view_slots": MAX_SLOTS * SLOT_BYTES, "raw_runs": MAX_RECORDS * RECORD_BYTES,
-            "idle_steps": MAX_CONVERSATIONS * ENTRY_BYTES}.items() <= bound.items()
+            "idle_steps": MAX_CONVERSATIONS * ENTRY_BYTES,
+            "summary_sources": SOURCES_MAX_BYTES}.items() <= bound.items()
     one_tokenizer = sum(b for c, b in bound.items() if not c.startswith("recounted_")) + RECOUNTED_BYTES
     assert abs(one_tokenizer / 2**20 - DEFAULT_CACHE_MIB) < 8  # the default bounds add up to it
     assert set(held) == set(bound)

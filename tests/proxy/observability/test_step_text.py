@@ -28,3 +28,11 @@ def test_level_rejected_line_counts_rejected_facts() -> None:
     line = json.loads(stream.getvalue().splitlines()[-1])
     assert line["event"] == "compaction.level_rejected" and line["rejected_facts"] == 1
     assert FACT not in stream.getvalue()
+
+
+def test_a_step_over_tens_of_thousands_of_messages_logs_their_count_and_range() -> None:
+    ids = tuple(range(100, 50_100))  # a collapsed import
+    fields = step_fields(CompactionEvent("conv_1", "hard_budget", "leaf", "truncation", "committed", "m",
+                                         source_message_ids=ids))
+    assert fields["source_message_ids"] is None and fields["source_messages"] == 50_000
+    assert fields["source_message_range"] == [100, 50_099] and len(json.dumps(fields)) < 2_000

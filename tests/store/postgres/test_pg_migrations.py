@@ -48,8 +48,8 @@ def test_failing_migration_leaves_nothing_half_applied(pg_url: str) -> None:
     broken = Migration(99, "broken", "CREATE TABLE half (x INTEGER);\nCREATE TABLE half (x INTEGER);\n")
     with pytest.raises(StoreError):
         apply_migrations(db, (*MIGRATIONS, broken))
-    assert db.execute("SELECT to_regclass('half') IS NULL").fetchone()[0] is True  # type: ignore[index]
-    assert db.execute("SELECT COUNT(*) FROM schema_migrations WHERE version = 99").fetchone()[0] == 0  # type: ignore[index]
+    assert db.execute("SELECT to_regclass('half') IS NULL").fetchone()[0] is True
+    assert db.execute("SELECT COUNT(*) FROM schema_migrations WHERE version = 99").fetchone()[0] == 0
     db.close()
 
 
@@ -70,12 +70,12 @@ def test_no_server_is_a_store_error_naming_it() -> None:
 def test_a_dropped_connection_fails_one_statement_and_the_next_reconnects(pg_url: str) -> None:
     store = PgStore.open(StoreSettings(url=pg_url))
     tenant = store.for_tenant(store.tenant_id_for_key("sk-x"))
-    pid = store.db.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+    pid = store.db.execute("SELECT pg_backend_pid()").fetchone()[0]
     killer = Database(pg_url)
     killer.execute("SELECT pg_terminate_backend(:pid)", {"pid": pid})  # a server restart, as seen by us
     killer.close()
     with pytest.raises(StoreError):
         tenant.list_conversations()
     assert tenant.list_conversations() == []  # reconnected
-    assert store.db.execute("SELECT pg_backend_pid()").fetchone()[0] != pid  # type: ignore[index]
+    assert store.db.execute("SELECT pg_backend_pid()").fetchone()[0] != pid
     store.close()

@@ -127,7 +127,7 @@ def test_read_many_settings_and_failures(pg_store: PgStore) -> None:
     db = pg_store.db
     setting = "SELECT current_setting('enable_seqscan') AS v, :x::int AS x"
     first, second = db.read_many([(setting, {"x": 1}), (setting, {"x": 2})], {"enable_seqscan": "off"})
-    assert [(r[0], r[1]) for r in first] == [("off", 1)] and second.fetchone()["x"] == 2  # type: ignore[index]
+    assert [(r[0], r[1]) for r in first] == [("off", 1)] and second.fetchone()["x"] == 2
     assert db.execute(setting, {"x": 3}).fetchall()[0][0] == "on"  # local to that round trip
     with pytest.raises(StoreError, match="DataError"):
         db.read_many([(setting, {"x": 1}), ("SELECT 1 / :zero", {"zero": 0})], {"enable_seqscan": "off"})
@@ -135,4 +135,4 @@ def test_read_many_settings_and_failures(pg_store: PgStore) -> None:
     with db.transaction():
         db.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')")
         (seen,) = db.read_many([("SELECT value FROM meta WHERE key = 'k'", {})])
-        assert seen.fetchone()[0] == "v"  # type: ignore[index]  # inside the open transaction
+        assert seen.fetchone()[0] == "v"  # inside the open transaction

@@ -1,8 +1,8 @@
-"""compaction/sized_lru.py: bounded by the summed sizes, least recently used out first."""
+"""config/sized_lru.py: bounded by the summed sizes, least recently used out first."""
 
 from __future__ import annotations
 
-from compaction.sized_lru import SizedLru
+from config.sized_lru import SizedLru
 
 
 def test_the_least_recently_used_go_first_once_the_sizes_pass_the_bound() -> None:
