@@ -75,7 +75,8 @@ async def test_another_conversation_is_served_while_one_holds_its_engine(
         done, _ = await asyncio.wait({other}, timeout=1.0)
         assert (other in done) == (size > 1)  # one engine: the ping waits for the import
         release.set()
-        assert (await other).request == "ping" and (await importing).request == "import"
+        answers = [cast(Any, (await task).request) for task in (other, importing)]
+        assert answers == ["ping", "import"]
     finally:
         release.set()
         await pool.stop_engine()
