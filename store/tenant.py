@@ -76,8 +76,9 @@ class TenantConnection(Protocol):
     @property
     def summary_sources(self) -> SourcesCache: ...  # summaries' sources already read (store/summaries.py)
 
-    def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
-        """Execute with `:tenant` bound; SQL that does not filter on `:tenant` is a bug (StoreError)."""
+    def run(self, sql: str, params: dict[str, Any] | None = None, *, plain: bool = False) -> Cursor:
+        """Execute with `:tenant` bound; SQL that does not filter on `:tenant` is a bug (StoreError).
+        `plain`: rows read by position only (SQLite builds plain tuples, 5x faster for bulk reads)."""
         ...
 
     def transaction(self, conversation_id: str | None = None, *,
@@ -114,9 +115,9 @@ class TenantStore:
 
     # -- the one query function ------------------------------------------------------------------
 
-    def _run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+    def _run(self, sql: str, params: dict[str, Any] | None = None, *, plain: bool = False) -> Cursor:
         """Execute with the tenant bound (the backend refuses SQL that does not filter on `:tenant`)."""
-        return self._conn.run(sql, params)
+        return self._conn.run(sql, params, plain=plain)
 
     def _tx(self, conversation_id: str | None = None, *,
             durable: bool = True) -> AbstractContextManager[None]:
@@ -318,7 +319,7 @@ class TenantStore:
         if ids:  # one range scan: a collapsed history names tens of thousands (an IN list that long is slow)
             seq_of = {r[0]: r[1] for r in self._run("SELECT id, seq FROM messages WHERE tenant_id = :tenant "
                                                     "AND conversation_id = :cid AND id BETWEEN :lo AND :hi",
-                                                    {"cid": cid, "lo": min(ids), "hi": max(ids)})}
+                                                    {"cid": cid, "lo": min(ids), "hi": max(ids)}, plain=True)}
             _require(cid, [i for i in ids if i not in seq_of])
         if draft.source_summary_ids:
             marks, params = rows.in_list("i", list(draft.source_summary_ids))

@@ -193,7 +193,7 @@ def _read_rows(run: Runner, cid: str, start: int, upto: int) -> list[Row]:
     for first in range(start, upto, READ_PAGE_ROWS):
         found = run(f"SELECT {_MSG_COLUMNS} FROM messages WHERE tenant_id = :tenant AND conversation_id = "
                     ":cid AND seq >= :start AND seq < :upto ORDER BY seq",
-                    {"cid": cid, "start": first, "upto": min(upto, first + READ_PAGE_ROWS)})
+                    {"cid": cid, "start": first, "upto": min(upto, first + READ_PAGE_ROWS)}, plain=True)
         out += [(r[0], cid, r[2], shared(r[3], r[3]), r[4], r[5], r[6], r[7], shared(r[8], r[8]), r[9])
                 for r in found]
     return out

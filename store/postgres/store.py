@@ -121,8 +121,9 @@ class PgTenantConnection:
         self.prefix_rows = store.prefix_rows
         self.summary_sources = store.summary_sources
 
-    def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
-        """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
+    def run(self, sql: str, params: dict[str, Any] | None = None, *, plain: bool = False) -> Cursor:
+        """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug. Rows read by
+        position either way (`plain` is SQLite's concern)."""
         return self._pg.db.execute(*self._bound(sql, params))
 
     def _bound(self, sql: str, params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

@@ -157,14 +157,14 @@ class SqliteTenantConnection:
         self.prefix_rows = store.prefix_rows
         self.summary_sources = store.summary_sources
 
-    def run(self, sql: str, params: dict[str, Any] | None = None) -> Cursor:
+    def run(self, sql: str, params: dict[str, Any] | None = None, *, plain: bool = False) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
         if ":tenant" not in sql:
             raise StoreError("internal: store query without tenant filter")
         bound = {**(params or {}), "tenant": self.tenant_id}
         with self._store.lock:  # rows read whole under it (store/runner.py Result)
             cur = self._store.conn.cursor()
-            cur.row_factory = sqlite3.Row
+            cur.row_factory = None if plain else sqlite3.Row
             try:
                 cur.execute(sql, bound)
                 return Result(cur.fetchall(), cur.lastrowid)
