@@ -39,17 +39,31 @@ def routing_key(turn: ChatTurn) -> str:
     if turn.external_conversation_id:
         head = "id:" + turn.external_conversation_id
     else:
-        head = "\x00".join(_text(m)[:KEY_CHARS] for m in turn.messages[:2])
+        head = "\x00".join(_text(m) for m in turn.messages[:2])
     return hashlib.blake2b(f"{turn.tenant_id}\x00{head}".encode("utf-8", "surrogatepass"),
                            digest_size=12).hexdigest()
 
 
 def _text(message: Message) -> str:
-    """Role and content of a message as received (not validated yet: any JSON value)."""
+    """Role and the start of the content of a message as received (not validated yet: any JSON
+    value), never rendering more of it than KEY_CHARS (an agent's first message is tens of KB)."""
     if not isinstance(message, dict):
-        return repr(message)
-    content = message.get("content")
-    return f"{message.get('role')}:{content if isinstance(content, str) else repr(content)}"
+        return _head(message)
+    return f"{message.get('role')}:{_head(message.get('content'))}"
+
+
+def _head(value: object) -> str:
+    """The first KEY_CHARS characters of a content value: a string, text parts, or anything else."""
+    if isinstance(value, str):
+        return value[:KEY_CHARS]
+    if isinstance(value, list):
+        out = ""
+        for part in value:
+            out += _head(part.get("text", part.get("type")) if isinstance(part, dict) else part)
+            if len(out) >= KEY_CHARS:
+                break
+        return out[:KEY_CHARS]
+    return repr(value)[:KEY_CHARS] if not isinstance(value, dict) else _head(value.get("text"))
 
 
 class EnginePool:
@@ -101,19 +115,19 @@ class EnginePool:
     async def prepare(self, turn: ChatTurn) -> Preparing:
         """`turn` prepared by its conversation's engine (EngineHost.prepare)."""
         index = self._route(turn)
-        self._busy[index] += 1
-        try:
-            return await self.hosts[index].prepare(turn)
-        finally:
-            self._busy[index] -= 1
+        return await self._counted(index, self.hosts[index].prepare(turn))
 
     async def finish_turn(self, preparing: Preparing, turn: ChatTurn, reply: Message | None,
                           cache_read: int | None = None) -> None:
         """The turn's end on the engine that prepared it (EngineHost.finish_turn)."""
         index = self._route(turn)
+        await self._counted(index, self.hosts[index].finish_turn(preparing, turn, reply, cache_read))
+
+    async def _counted(self, index: int, work: Awaitable[Result]) -> Result:
+        """`work` awaited, counted among engine `index`'s requests in flight meanwhile."""
         self._busy[index] += 1
         try:
-            await self.hosts[index].finish_turn(preparing, turn, reply, cache_read)
+            return await work
         finally:
             self._busy[index] -= 1
 

@@ -272,9 +272,9 @@ class TenantStore:
             if winner is None or winner[0] != values["id"]:
                 stored = self._summary_by_key(cid, key)
                 return stored if stored is not None else self.summary(str(values["id"]))
-            refs = summaries_mod.source_refs(draft)
-            self._insert_sources(str(values["id"]), refs, cid, seq_run)
-            self._keep_sources(str(values["id"]), refs)  # a rolled-back id is never read: harmless
+            self._insert_sources(str(values["id"]), summaries_mod.source_refs(draft), cid, seq_run)
+            # Kept as the record holds them (a rolled-back id is never read: harmless).
+            self._keep_sources(str(values["id"]), (draft.source_message_ids, draft.source_summary_ids))
             # Built from what was written, not read back (a collapsed history has 50,000 sources).
             return SummaryRecord(str(values["id"]), cid, draft.kind, draft.depth, generation, draft.level,
                                  draft.content, draft.token_count, draft.first_seq, draft.last_seq,
@@ -361,13 +361,12 @@ class TenantStore:
             read = (self._read_sources(missing) if conversation_id is None or len(missing) < 64
                     else self._sources_of_conversation(conversation_id))
             for sid in missing:
-                out[sid] = self._keep_sources(sid, read.get(sid, []))
+                out[sid] = self._keep_sources(sid, sources_of(read.get(sid, [])))
         return out
 
-    def _keep_sources(self, summary_id: str, refs: Sequence[SourceRef]) -> Sources:
-        held = sources_of(refs)
-        self._conn.summary_sources.put((self.tenant_id, summary_id), held, sources_bytes(held))
-        return held
+    def _keep_sources(self, summary_id: str, sources: Sources) -> Sources:
+        self._conn.summary_sources.put((self.tenant_id, summary_id), sources, sources_bytes(sources))
+        return sources
 
     def _read_sources(self, summary_ids: list[str]) -> dict[str, list[SourceRef]]:
         marks, params = rows.in_list("s", summary_ids)

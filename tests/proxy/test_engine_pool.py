@@ -106,6 +106,18 @@ def test_routing_key(a: ChatTurn, b: ChatTurn, same: bool) -> None:
     assert (routing_key(a) == routing_key(b)) == same
 
 
+def test_routing_key_of_text_parts() -> None:
+    def parts(task: str) -> ChatTurn:
+        content = [{"type": "text", "text": "<system-reminder>" + "x" * 30_000},
+                   {"type": "text", "text": task}]
+        return ChatTurn(**{**_turn("x").__dict__, "messages": ({"role": "user", "content": content},)})
+
+    assert routing_key(parts("fix the bug")) == routing_key(parts("fix the bug"))
+    # Only the first 512 characters tell conversations apart: here, one long opening part.
+    assert routing_key(parts("fix the bug")) == routing_key(parts("write the docs"))
+    assert routing_key(parts("a")) != routing_key(_turn("a"))
+
+
 def test_routing_key_of_messages_that_are_not_objects() -> None:
     turn = _turn("x")
     odd = ChatTurn(**{**turn.__dict__, "messages": cast(Any, (["not", "an", "object"], 7))})
