@@ -11,7 +11,10 @@ gpt-4o-mini) through four strategies:
   (what Claude Code and Codex do; replay/compact_once.py);
 - `full_history`: everything, every request (over budget once the session outgrows the window).
 
-Facts: needed facts at handoffs of 70, 80 and 90 % of each session (replay/needed_later/handoff.py).
+Facts: needed facts at handoffs of 70, 80 and 90 % of each session (replay/needed_later/handoff.py),
+and the same measure at every request (three handoffs per session swing with whether a step happened
+just before one; every request does not). `--set key=value,...` runs ctxproxy with compaction settings
+changed (what a mechanism buys: `--set anchor_max_percent=3`); such a run leaves docs/results.md alone.
 Cost: from what was forwarded, request by request (replay/cost.py). Prints the tables, writes
 bench/out/cost_eval.json and regenerates the cost section of docs/results.md.
 """
@@ -38,6 +41,9 @@ from bench.doc_sections import replace_section  # noqa: E402
 from bench.eval_sets import quarter_window, real_sessions  # noqa: E402
 from bench.eval_tables import Table, markdown  # noqa: E402
 from compaction import ExtractiveSummarizer, Summarizer, SummaryRequest, TokenCounter  # noqa: E402
+from config.errors import ConfigError  # noqa: E402
+from config.loader import compaction_with  # noqa: E402
+from config.settings import CompactionSettings  # noqa: E402
 from proxy.cli.replay import quiet_logs  # noqa: E402
 from replay.baseline_run import budget_for, replay_baseline  # noqa: E402
 from replay.baselines import passthrough, sliding_window  # noqa: E402
@@ -99,6 +105,7 @@ class CostCollector:
         self.over_budget = 0
         self.waiting = 0  # requests that called the summarizer themselves (their client waited on it)
         self.scores: list[HandoffScore] = []
+        self.every = FactTotals()  # the handoff measure at every request
 
     def __call__(self, seen: ObservedRequest) -> None:
         counts = tuple(self.counter.count_message(m) for m in seen.forwarded)
@@ -108,10 +115,26 @@ class CostCollector:
         self.over_budget += seen.check.over_budget
         self.waiting += seen.request_calls > 0
         share = self.handoffs.get(seen.point)
+        text = "\n".join(readable_text(m) for m in seen.forwarded)
+        score = score_handoff(self.index, self.conv.messages, seen.point, share or 0, text,
+                              self.budget.messages, self.counter.count_message)
+        self.every = self.every.plus(score)
         if share is not None:
-            text = "\n".join(readable_text(m) for m in seen.forwarded)
-            self.scores.append(score_handoff(self.index, self.conv.messages, seen.point, share, text,
-                                             self.budget.messages, self.counter.count_message))
+            self.scores.append(score)
+
+
+@dataclass(frozen=True)
+class FactTotals:
+    """Needed facts summed over scored requests."""
+
+    needed: int = 0
+    kept: int = 0
+    long_range: int = 0
+    long_range_kept: int = 0
+
+    def plus(self, score: HandoffScore) -> FactTotals:
+        return FactTotals(self.needed + score.needed, self.kept + score.kept,
+                          self.long_range + score.long_range, self.long_range_kept + score.long_range_kept)
 
 
 @dataclass(frozen=True)
@@ -124,12 +147,16 @@ class CostResult:
     over_budget: int
     handoffs: tuple[HandoffScore, ...]
     waiting: int = 0
+    every: FactTotals = FactTotals()
 
     def figures(self) -> dict[str, Any]:
         return {"needed": sum(h.needed for h in self.handoffs), "kept": sum(h.kept for h in self.handoffs),
                 "long_range": sum(h.long_range for h in self.handoffs),
                 "long_range_kept": sum(h.long_range_kept for h in self.handoffs),
-                "resent_excluded": sum(h.resent for h in self.handoffs)}
+                "resent_excluded": sum(h.resent for h in self.handoffs),
+                "every_needed": self.every.needed, "every_kept": self.every.kept,
+                "every_long_range": self.every.long_range,
+                "every_long_range_kept": self.every.long_range_kept}
 
 
 def measure(conv: RecordedConversation, strategy: str, options: ReplayOptions) -> CostResult:
@@ -152,18 +179,19 @@ def measure(conv: RecordedConversation, strategy: str, options: ReplayOptions) -
         baseline = sliding_window if strategy == "sliding_window" else passthrough
         replay_baseline(conv, strategy, baseline, options, observer=collector)
     return CostResult(conv.id, strategy, CostTotals.of(request_costs(collector.requests), summarizer_tokens),
-                      collector.over_budget, tuple(collector.scores), collector.waiting)
+                      collector.over_budget, tuple(collector.scores), collector.waiting, collector.every)
 
 
 def _job(args: tuple[RecordedConversation, str, ReplayOptions]) -> CostResult:
     return measure(*args)
 
 
-def run_all(convs: Sequence[RecordedConversation], strategies: Sequence[str],
-            workers: int) -> list[CostResult]:
-    """Every (session, strategy), engine runs on the longest sessions first."""
-    jobs = [(c, s, replace(ReplayOptions(model=MODEL), window=quarter_window(c, MODEL)))
-            for c in convs for s in strategies]
+def run_all(convs: Sequence[RecordedConversation], strategies: Sequence[str], workers: int,
+            settings: CompactionSettings | None = None) -> list[CostResult]:
+    """Every (session, strategy), engine runs on the longest sessions first; `settings`: ctxproxy's
+    compaction settings (default: the built-in ones)."""
+    base = ReplayOptions(model=MODEL, compaction=settings or CompactionSettings())
+    jobs = [(c, s, replace(base, window=quarter_window(c, MODEL))) for c in convs for s in strategies]
     jobs.sort(key=lambda j: (j[1] != "ctxproxy", -len(j[0].messages)))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(_job, jobs))
@@ -179,13 +207,16 @@ def _m(value: float) -> str:
 
 
 def _cells(facts: Mapping[str, int], cost: CostTotals, over: int, waiting: int) -> tuple[str, ...]:
+    every = facts["every_kept"] / facts["every_needed"] if facts["every_needed"] else 0.0
     return (f"{facts['kept']}/{facts['needed']}", f"{facts['long_range_kept']}/{facts['long_range']}",
+            f"{100 * every:.1f} %", f"{facts['every_long_range_kept']}/{facts['every_long_range']}",
             f"{over}/{cost.requests}", f"{cost.mean_reuse:.2f}", _m(cost.anthropic), _m(cost.openai),
             _m(cost.summarizer_tokens), f"{cost.steps_per_100:.1f}", f"{waiting}/{cost.requests}",
             _m(cost.tokens))
 
 
-HEADER = ("needed facts kept", "long-range kept", "over budget", "prefix reuse", "billed input, Anthropic",
+HEADER = ("needed facts kept", "long-range kept", "kept, every request", "long-range, every request",
+          "over budget", "prefix reuse", "billed input, Anthropic",
           "billed input, OpenAI", "summarizer tokens", "steps / 100 requests", "waiting on the summarizer",
           "forwarded tokens")
 
@@ -238,7 +269,9 @@ DEFINITIONS = (
     "request of a session counts 0). *Billed input*, in input-token equivalents summed over every "
     "request: Anthropic 0.1 x prefix + 1.25 x the rest; OpenAI 0.1 x prefix when it is at least 1,024 "
     "tokens, 1 x the rest. *Summarizer tokens*: prompt and reply tokens of every summarizer call "
-    "(what an LLM summarizer would bill; not included in billed input). *Steps*: requests that do "
+    "(what an LLM summarizer would bill; not included in billed input). *Every request*: the same "
+    "measure at every request of the session, summed (a handoff's figure swings with whether a step "
+    "landed just before it; this one does not). *Steps*: requests that do "
     "not start with the whole previous request (the cache of it broken), per 100 requests. *Waiting "
     "on the summarizer*: requests that called the summarizer themselves (background work drained "
     "between requests, as it would be when an agent's turn outlasts it): with a 3 s LLM summarizer "
@@ -293,7 +326,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--docs", default=str(RESULTS_DOC), help="results doc to update ('' = none)")
+    p.add_argument("--set", default="", metavar="KEY=VALUE,...",
+                   help="ctxproxy's compaction settings changed (the results doc is then left alone)")
     args = p.parse_args(argv)
+    try:
+        settings = compaction_with(args.set)
+    except ConfigError as exc:
+        p.error(str(exc))
     convs = [c for c in real_sessions() if not args.sessions or c.id in args.sessions.split(",")]
     if not convs:
         print("no real sessions found (../shared/real-trajectories or CTXPROXY_REAL_TRAJECTORIES)",
@@ -301,12 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     strategies = [s for s in STRATEGIES if s in args.strategies.split(",")]
     started = time.monotonic()
-    results = run_all(convs, strategies, args.workers)
+    results = run_all(convs, strategies, args.workers, settings)
     meta = {"sessions": [c.id for c in convs], "model": MODEL, "workers": args.workers,
-            "seconds": round(time.monotonic() - started, 1)}
+            "seconds": round(time.monotonic() - started, 1), "compaction_set": args.set}
     console = Console(width=220)
     print_tables(console, results, strategies)
-    paths = write(results, strategies, meta, args.out, Path(args.docs) if args.docs else None)
+    docs = Path(args.docs) if args.docs and not args.set else None
+    paths = write(results, strategies, meta, args.out, docs)
     console.print(f"wrote {', '.join(str(x) for x in paths)} in {meta['seconds']} s")
     return 0
 

@@ -103,6 +103,24 @@ def env_override_names() -> list[str]:
             for s, cls in SECTIONS.items() for f in dataclasses.fields(cls) if f.name != "extra"]
 
 
+def compaction_with(assignments: str, base: CompactionSettings | None = None) -> CompactionSettings:
+    """`base` (default: the built-in settings) with `key=value,...` applied, each value parsed as its
+    environment override would be, the result validated (bench/cost_eval.py `--set`)."""
+    env = {}
+    for item in filter(None, (part.strip() for part in assignments.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"{item!r}: expected key=value")
+        if key.strip() not in {f.name for f in dataclasses.fields(CompactionSettings)}:
+            raise ConfigError(_unknown_msg(key.strip(), "compaction",
+                                           [f.name for f in dataclasses.fields(CompactionSettings)]))
+        env[f"{ENV_PREFIX}COMPACTION__{key.strip().upper()}"] = value
+    settings = dataclasses.replace(base or CompactionSettings(),
+                                   **_env_overrides("compaction", CompactionSettings, env))
+    settings.validate("compaction")
+    return settings
+
+
 def _read_yaml(path: str) -> Any:
     file = Path(path)
     if not file.is_file():

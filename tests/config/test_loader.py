@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from config.errors import ConfigError
-from config.loader import documented_keys, env_override_names, load_settings
-from config.settings import OPENAI_API_BASE
+from config.loader import compaction_with, documented_keys, env_override_names, load_settings
+from config.settings import OPENAI_API_BASE, CompactionSettings
 
 FULL = """
 model_list:
@@ -193,3 +193,17 @@ def test_store_url_chooses_postgresql_and_is_validated() -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(None, {"CTXPROXY_STORE__URL": "mysql://db/ctx"})
     assert err.value.message.startswith("store.url: must start with postgresql://")
+
+
+def test_compaction_with_applies_typed_assignments_and_validates() -> None:
+    changed = compaction_with("anchor_max_percent=3, background=false,sync_deadline_s=2.5")
+    assert (changed.anchor_max_percent, changed.background, changed.sync_deadline_s) == (3, False, 2.5)
+    assert compaction_with("") == CompactionSettings()
+    base = CompactionSettings(fresh_tail_count=4)
+    assert compaction_with("leaf_min_fanout=2", base).fresh_tail_count == 4
+    for bad, message in [("anchor_max_percnt=3", "did you mean 'anchor_max_percent'"),
+                         ("target_token_percent", "expected key=value"),
+                         ("target_token_percent=x", "expected an integer"),
+                         ("prepare_token_percent=50", "must be below target_token_percent")]:
+        with pytest.raises(ConfigError, match=message):
+            compaction_with(bad)

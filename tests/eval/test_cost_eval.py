@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 
-from bench.cost_eval import BEGIN, END, STRATEGIES, CostResult, measure, message_key, section, write
+from bench.cost_eval import (
+    BEGIN,
+    END,
+    STRATEGIES,
+    CostResult,
+    FactTotals,
+    main,
+    measure,
+    message_key,
+    section,
+    write,
+)
 from bench.eval_sets import quarter_window
 from bench.results_doc import BEGIN as EVAL_BEGIN
 from bench.results_doc import END as EVAL_END
@@ -123,11 +134,14 @@ def test_handoff_counts_verbatim_lines_only_and_leaves_out_what_the_client_resen
 
 def test_cost_section_is_generated_between_its_markers(tmp_path: Path) -> None:
     cost = CostTotals.of(request_costs([request(["sys", "task"]), request(["sys", "task", "a"])]), 10)
-    results = [CostResult("s1", "ctxproxy", cost, 0, (HandoffScore(70, 5, 4, 3, 2, 1, 0),)),
-               CostResult("s1", "full_history", cost, 1, (HandoffScore(70, 5, 4, 4, 2, 2, 0),))]
+    results = [CostResult("s1", "ctxproxy", cost, 0, (HandoffScore(70, 5, 4, 3, 2, 1, 0),),
+                          every=FactTotals(40, 30, 8, 3)),
+               CostResult("s1", "full_history", cost, 1, (HandoffScore(70, 5, 4, 4, 2, 2, 0),),
+                          every=FactTotals(40, 40, 8, 8))]
     text = section(results, ["ctxproxy", "full_history"], {"seconds": 1.0, "workers": 1})
     assert text.startswith(BEGIN) and text.endswith(END)
-    assert "| ctxproxy | 3/4 | 1/2 | 0/2 |" in text and "| full_history | 4/4 | 2/2 | 1/2 |" in text
+    assert "| ctxproxy | 3/4 | 1/2 | 75.0 % | 3/8 | 0/2 |" in text
+    assert "| full_history | 4/4 | 2/2 | 100.0 % | 8/8 | 1/2 |" in text
 
 
 def test_every_strategy_runs_on_a_small_session_and_writes_its_section(tmp_path: Path) -> None:
@@ -143,6 +157,9 @@ def test_every_strategy_runs_on_a_small_session_and_writes_its_section(tmp_path:
     assert by["sliding_window"].cost.summarizer_tokens == 0
     full = by["full_history"].figures()
     assert full["kept"] == full["needed"] > 0
+    # every request scored: the handoffs are three of them; the full history keeps every fact at each
+    assert full["every_kept"] == full["every_needed"] > full["needed"]
+    assert all(r.figures()["every_needed"] == full["every_needed"] for r in results)
     doc = tmp_path / "results.md"
     doc.write_text(f"# ctxproxy results\n\n{EVAL_BEGIN}\nkept\n{EVAL_END}\n", encoding="utf-8")
     for _ in range(2):
@@ -150,3 +167,9 @@ def test_every_strategy_runs_on_a_small_session_and_writes_its_section(tmp_path:
     text = doc.read_text(encoding="utf-8")
     assert text.count(BEGIN) == 1 and f"{EVAL_BEGIN}\nkept\n{EVAL_END}" in text
     assert "| compact_once |" in text and json.loads((tmp_path / "cost.json").read_text())["results"]
+
+
+def test_set_changes_ctxproxy_settings_and_rejects_unknown_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--set", "anchor_max_percnt=3", "--docs", ""])
+    assert "did you mean 'anchor_max_percent'" in capsys.readouterr().err
