@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import secrets
@@ -151,11 +152,7 @@ class Engine:
         else:
             resent, messages, expected, sent = start.resent, start.messages, start.expected, start.sent
             counter, counted = TokenCounter.for_model(turn.model), start.counts  # loaded: `early` found it
-        # The messages the previous request had are stored with their counts: only the new ones are
-        # counted ahead (a resent 50,000-message history was tokenised whole each turn).
-        ctx = await self._context(turn, messages, resent.keys, await precounted(
-            counter, messages[resent.shared:], encoded=None if resent.shared else resent.blob,
-            known=counted))
+        ctx = await self._context(turn, messages, resent, counter, counted)
         await _breathe(ctx)
         if sent is not None and early_forward.confirmed(sent, ctx.conversation_id, ctx.tokens_received,
                                                        len(ctx.ingest.messages)) \
@@ -243,18 +240,18 @@ class Engine:
         await early(made[0])
         return made
 
-    async def _context(self, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
-                       counts: Callable[[Message], int]) -> RequestContext:
-        counter = TokenCounter.for_model(turn.model)  # loaded by prepare, off the loop
+    async def _context(self, turn: ChatTurn, messages: list[Message], resent: Resent, counter: TokenCounter,
+                       counted: Mapping[int, int]) -> RequestContext:
+        """The request's context: its history stored (`counted`: the counts made already, by `id`)."""
         client_tools = counter.count_tools(turn.tools)
         budget = Budget.for_turn(turn, self._tools_tokens(turn, counter, client_tools))
         tenant = self.store.for_tenant(turn.tenant_id)
-        ingest = await _ingest(tenant, turn, messages, keys, counts)
+        ingest = await _ingest(tenant, turn, messages, resent, counter, counted)
         if ingest.forked and turn.settings.enabled:
             forks.adopt_parent_summaries(tenant, ingest)
         ingest = replace(ingest, messages=recounted(ingest.conversation.model, ingest.messages, counter))
         return RequestContext(turn, messages, ingest, counter, budget, tenant, self.settings.recall,
-                              client_tools, keys)
+                              client_tools, resent.keys)
 
     async def _fit(self, ctx: RequestContext) -> _Outcome:
         wv = self._load(ctx)
@@ -492,16 +489,26 @@ async def _breathe(ctx: RequestContext) -> None:
         await asyncio.sleep(0)
 
 
-async def _ingest(tenant: TenantAccess, turn: ChatTurn, messages: list[Message], keys: list[bytes | None],
-                  counts: Callable[[Message], int]) -> IngestResult:
-    """The request's history stored; a long one (an imported session) in slices of
-    `INGEST_SLICE_MESSAGES`, other conversations' work running between them (one transaction of
-    50,000 messages held the engine for seconds)."""
+async def _ingest(tenant: TenantAccess, turn: ChatTurn, messages: list[Message], resent: Resent,
+                  counter: TokenCounter, counted: Mapping[int, int]) -> IngestResult:
+    """The request's history stored, only its new messages counted (the ones the previous request
+    had, or the store holds, have their counts: a resent 50,000-message history was tokenised whole
+    each turn); a long one (an imported session) in slices of `INGEST_SLICE_MESSAGES`, other
+    conversations' work running between them (one transaction of 50,000 messages held the engine
+    for seconds)."""
+    keys, cid = resent.keys, turn.external_conversation_id
+    encoded = None if resent.shared else resent.blob
     if len(messages) <= INGEST_SLICE_MESSAGES:
-        return tenant.ingest(messages, model=turn.model, external_id=turn.external_conversation_id,
-                             count_tokens=counts, keys=keys)
-    for result in tenant.ingest_slices(messages, model=turn.model, external_id=turn.external_conversation_id,
-                                       count_tokens=counts, keys=keys, size=INGEST_SLICE_MESSAGES):
+        counts = await precounted(counter, messages[resent.shared:], encoded=encoded, known=counted)
+        return tenant.ingest(messages, model=turn.model, external_id=cid, count_tokens=counts, keys=keys)
+    # Linear in the history (its chain hashes, its stored prefix read back: ~0.8 s at 50,000
+    # messages) and thread-safe: in a worker thread, the engine's other conversations go on meanwhile.
+    ahead = await asyncio.to_thread(functools.partial(tenant.read_ahead, messages, external_id=cid,
+                                                      keys=keys))
+    counts = await precounted(counter, messages[max(resent.shared, ahead.keep):],
+                              encoded=None if ahead.keep else encoded, known=counted)
+    for result in tenant.ingest_slices(messages, model=turn.model, external_id=cid, count_tokens=counts,
+                                       keys=keys, size=INGEST_SLICE_MESSAGES, ahead=ahead):
         if result is not None:
             return result
         await asyncio.sleep(0)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
 from config.errors import StoreError
+from store.history.ingest import Ahead
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -44,9 +45,12 @@ class TenantAccess(Protocol):
                count_tokens: Callable[[Message], int],
                keys: Sequence[bytes | None] | None = None) -> IngestResult: ...
 
+    def read_ahead(self, messages: Sequence[Message], *, external_id: str | None,
+                   keys: Sequence[bytes | None] | None = None) -> Ahead: ...
+
     def ingest_slices(self, messages: Sequence[Message], *, model: str, external_id: str | None,
                       count_tokens: Callable[[Message], int], keys: Sequence[bytes | None] | None = None,
-                      size: int) -> Iterator[IngestResult | None]: ...
+                      size: int, ahead: Ahead | None = None) -> Iterator[IngestResult | None]: ...
 
     def append_reply(self, conversation_id: str, message: Message, token_count: int, *,
                      parent_seq: int, parent_chain: str | None = None) -> StoredMessage: ...

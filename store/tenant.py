@@ -29,6 +29,7 @@ from store.anchors import upsert_anchors
 from store.encoding import forwarded as forwarded_mod
 from store.history import ingest as ingest_mod
 from store.history import reply as reply_mod
+from store.history.ingest import Ahead
 from store.history.prefix_rows import PrefixRows
 from store.interface import PassFinisher
 from store.models import (
@@ -142,17 +143,25 @@ class TenantStore:
                                      count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows,
                                      keys=keys)
 
+    def read_ahead(self, messages: Sequence[Message], *, external_id: str | None,
+                   keys: Sequence[bytes | None] | None = None) -> Ahead:
+        """What `ingest_slices` reads before its first transaction (ingest.py `read_ahead`): among it,
+        how many of `messages` are stored already (`Ahead.keep`), so only the rest need counting."""
+        return ingest_mod.read_ahead(self._run, messages, external_id=external_id,
+                                     prefix_rows=self._conn.prefix_rows, keys=keys)
+
     def ingest_slices(self, messages: Sequence[Message], *, model: str, external_id: str | None,
                       count_tokens: Callable[[Message], int], keys: Sequence[bytes | None] | None = None,
-                      size: int) -> Iterator[IngestResult | None]:
+                      size: int, ahead: Ahead | None = None) -> Iterator[IngestResult | None]:
         """`ingest` for a long history, `size` new messages per transaction: yields None between
         transactions (the caller lets other work run there), then the result. Its chain hashes and
-        stored prefix are read before the first transaction (ingest.py `read_ahead`). Should another request
+        stored prefix are read before the first transaction (`read_ahead`, or `ahead` when the caller
+        did). Should another request
         write to the conversation between two slices, the rest is ingested as a whole request (its
         identity found again). A failure leaves the slices before it stored: a prefix of the
         history, which the client's next request continues."""
-        ahead = ingest_mod.read_ahead(self._run, messages, external_id=external_id,  # not holding the store
-                                      prefix_rows=self._conn.prefix_rows, keys=keys)
+        if ahead is None:  # not holding the store
+            ahead = self.read_ahead(messages, external_id=external_id, keys=keys)
         with self._conn.ingest_transaction(messages):
             state = ingest_mod.begin(self._run, messages, model=model, external_id=external_id,
                                      count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows, keys=keys,

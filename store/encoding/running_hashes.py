@@ -136,20 +136,25 @@ class RunningHashes:
         keys = exact_keys(messages) if keys is None else keys
         shared_keys, out = self._resumed(run, previous, keys) if run is not None else ((), [])
         last = out[-1] if out else previous
+        # A sequence over half the memo would only push out everyone else's entries, then its own
+        # (a resent 50,000-message history: every turn copied and evicted 50,000 keys, no hit).
+        new_bytes = key_bytes(keys[len(out):])
+        remember = new_bytes + _ENTRY_OVERHEAD * (len(keys) - len(out)) <= self._max // 2
         for start in range(len(out), len(messages), LOCKED_MESSAGES):
             end = min(len(messages), start + LOCKED_MESSAGES)
             with self._lock:  # a slice of look-ups at a time: other threads' look-ups go between
-                last = self._hashed(messages[start:end], keys[start:end], last, out)
+                last = self._hashed(messages[start:end], keys[start:end], last, out, remember)
         if run is not None:
-            made = _run(previous, shared_keys, keys, out)  # copies: not under the lock
+            fits = key_bytes(shared_keys) + new_bytes + _RUN_ENTRY_OVERHEAD * (len(keys) + 1) <= self._max_run
+            made = _run(previous, shared_keys, keys, out) if fits else None  # copies: not under the lock
             with self._lock:
                 self._keep_run(run, made)
         return out
 
     def _hashed(self, messages: Sequence[Message], keys: Sequence[bytes | None], last: str,
-                out: list[str]) -> str:
-        """Each message's hash after `last` appended to `out`, from the memo or made (lock held);
-        the last one."""
+                out: list[str], remember: bool = True) -> str:
+        """Each message's hash after `last` appended to `out`, from the memo or made (lock held),
+        the made ones memoised when `remember`; the last one."""
         memo = self._memo
         missed: list[tuple[tuple[str, bytes], str]] = []
         for message, exact in zip(messages, keys, strict=True):
@@ -163,8 +168,9 @@ class RunningHashes:
                 memo.move_to_end(key)  # type: ignore[arg-type]
             out.append(found)
             last = found
-        for key, value in missed:
-            self._remember(key, value)
+        if remember:
+            for key, value in missed:
+                self._remember(key, value)
         return last
 
     def _resumed(self, run: Hashable, previous: str,
@@ -178,10 +184,11 @@ class RunningHashes:
         shared = leading_equal(seen.keys, keys)
         return seen.keys[:shared], list(seen.hashes[:shared])
 
-    def _keep_run(self, run: Hashable, made: _Run) -> None:
+    def _keep_run(self, run: Hashable, made: _Run | None) -> None:
+        """`made` as the run's last sequence (None, or over the bound: the run's old one dropped)."""
         old = self._runs.pop(run, None)
         self._run_bytes -= old.size if old is not None else 0
-        if made.size > self._max_run:
+        if made is None or made.size > self._max_run:
             return
         self._runs[run] = made
         self._run_bytes += made.size

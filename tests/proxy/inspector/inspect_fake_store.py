@@ -10,6 +10,7 @@ from typing import Any
 from compaction.types import Message
 from config.errors import NotFoundError
 from store.encoding import forwarded
+from store.history.ingest import Ahead
 from store.models import (
     Anchor,
     AnchorDraft,
@@ -51,9 +52,14 @@ class FakeTenantStore:
         self._convs[cid], self._msgs[cid] = conv, stored
         return IngestResult(conv, tuple(stored), len(stored), False)
 
+    def read_ahead(self, messages: Sequence[Message], *, external_id: str | None,
+                   keys: Sequence[bytes | None] | None = None) -> Ahead:
+        return Ahead([])
+
     def ingest_slices(self, messages: Sequence[Message], *, model: str, external_id: str | None,
                       count_tokens: Callable[[dict[str, Any]], int],
-                      keys: Sequence[bytes | None] | None = None, size: int) -> Iterator[IngestResult | None]:
+                      keys: Sequence[bytes | None] | None = None, size: int,
+                      ahead: Ahead | None = None) -> Iterator[IngestResult | None]:
         yield self.ingest(messages, model=model, external_id=external_id, count_tokens=count_tokens,
                           keys=keys)
 

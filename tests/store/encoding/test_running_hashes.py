@@ -50,7 +50,7 @@ def test_the_memo_is_used_and_bounded() -> None:
         steps.append(m["content"])
         return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
 
-    memo = RunningHashes(step, max_bytes=4_000)
+    memo = RunningHashes(step, max_bytes=5_000)
     history = [{"role": "user", "content": f"message {i}"} for i in range(5)]
     first = memo.over(history)
     assert memo.over(history) == first and len(steps) == 5  # the resend is looked up
@@ -58,11 +58,31 @@ def test_the_memo_is_used_and_bounded() -> None:
     assert steps[-1] == "new" and len(steps) == 6
     for i in range(100):
         memo.over([{"role": "user", "content": f"other {i}" * 10}])
-    assert memo.held_bytes <= 4_000
+    assert memo.held_bytes <= 5_000
     floats = [{"role": "user", "content": "x", "weight": 0.5}]
     memo.over(floats)
     memo.over(floats)
     assert steps[-2:] == ["x", "x"]  # a float is never memoised, always computed
+
+
+def test_a_sequence_over_half_the_memo_leaves_the_memo_alone() -> None:
+    """A history too long to keep (a resumed 50,000-message session) is hashed without memoising it:
+    it would evict everyone else's entries, then be evicted itself before its next turn."""
+    steps: list[str] = []
+
+    def step(previous: str, m: dict[str, Any]) -> str:
+        steps.append(m["content"])
+        return hashlib.sha256((previous + m["content"]).encode()).hexdigest()
+
+    memo = RunningHashes(step, max_bytes=8_000, max_run_bytes=2_000)
+    small = [{"role": "user", "content": "a short conversation"}]
+    memo.over(small, run="small")
+    held = memo.held_bytes
+    long = [{"role": "user", "content": f"imported message {i}"} for i in range(12)]  # > 4,000 bytes held
+    assert memo.over(long, run="long") == memo.over(long, run="long")  # hashed twice, the same
+    assert len(steps) == 1 + 2 * len(long) and memo.held_bytes == held  # neither memo nor run kept it
+    memo.over(small, run="small")
+    assert len(steps) == 1 + 2 * len(long)  # the short one is still a hit
 
 
 @pytest.mark.slow
