@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 
@@ -46,3 +46,7 @@ class Runner(Protocol):
     """A TenantStore's one query function: binds `:tenant` itself."""
 
     def __call__(self, sql: str, params: dict[str, Any] | None = None, *, plain: bool = False) -> Cursor: ...
+
+
+# A tenant's statement run once per row of parameters (`:tenant` bound in each): bulk inserts.
+Many = Callable[[str, Sequence[dict[str, Any]]], None]

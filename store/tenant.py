@@ -82,6 +82,10 @@ class TenantConnection(Protocol):
         `plain`: rows read by position only (SQLite builds plain tuples, 5x faster for bulk reads)."""
         ...
 
+    def run_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
+        """`run` once per parameter row, in one call to the driver (a slice of an imported history)."""
+        ...
+
     def transaction(self, conversation_id: str | None = None, *,
                     durable: bool = True) -> AbstractContextManager[None]:
         """One write transaction, all or nothing; `conversation_id` names what it writes (a backend
@@ -141,7 +145,7 @@ class TenantStore:
         with self._conn.ingest_transaction(messages):
             return ingest_mod.ingest(self._run, messages, model=model, external_id=external_id,
                                      count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows,
-                                     keys=keys)
+                                     keys=keys, many=self._conn.run_many)
 
     def read_ahead(self, messages: Sequence[Message], *, external_id: str | None,
                    keys: Sequence[bytes | None] | None = None) -> Ahead:
@@ -162,19 +166,20 @@ class TenantStore:
         history, which the client's next request continues."""
         if ahead is None:  # not holding the store
             ahead = self.read_ahead(messages, external_id=external_id, keys=keys)
+        many = self._conn.run_many
         with self._conn.ingest_transaction(messages):
             state = ingest_mod.begin(self._run, messages, model=model, external_id=external_id,
                                      count_tokens=count_tokens, prefix_rows=self._conn.prefix_rows, keys=keys,
                                      ahead=ahead)
             # More than one slice of new messages: a bulk import, indexed for search after the request.
             state.index_later = len(messages) - state.next > size
-            ingest_mod.append(self._run, state, min(len(messages), state.next + size))
+            ingest_mod.append(self._run, state, min(len(messages), state.next + size), many)
         while state.next < len(messages):
             yield None
             with self._tx(state.conversation_id):
                 if not ingest_mod.still_at(self._run, state):
                     break
-                ingest_mod.append(self._run, state, min(len(messages), state.next + size))
+                ingest_mod.append(self._run, state, min(len(messages), state.next + size), many)
         if state.next == len(messages):
             yield ingest_mod.finish(state)
             return

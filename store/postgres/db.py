@@ -112,6 +112,17 @@ class Database:
                 raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
         return Result(found, int(found[-1][0]) if returns_id and found else None)
 
+    def execute_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
+        """One statement of the store's `:name` SQL per parameter row, pipelined by psycopg."""
+        with self.lock:
+            if not self._depth:
+                self._usable()
+            try:
+                with self.conn.cursor() as cur:
+                    cur.executemany(to_pyformat(sql), rows)
+            except psycopg.Error as exc:
+                raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
+
     @contextmanager
     def transaction(self, *lock_keys: str, durable: bool = True) -> Iterator[None]:
         """All-or-nothing; nests through savepoints. The outermost one first waits for each key's

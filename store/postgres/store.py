@@ -126,6 +126,9 @@ class PgTenantConnection:
         position either way (`plain` is SQLite's concern)."""
         return self._pg.db.execute(*self._bound(sql, params))
 
+    def run_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
+        self._pg.db.execute_many(self._bound(sql)[0], [{**row, "tenant": self.tenant_id} for row in rows])
+
     def _bound(self, sql: str, params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         if ":tenant" not in sql:
             raise StoreError("internal: store query without tenant filter")

@@ -171,6 +171,16 @@ class SqliteTenantConnection:
             except sqlite3.Error as exc:  # IntegrityError included: never a raw sqlite3 exception
                 raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
 
+    def run_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
+        if ":tenant" not in sql:
+            raise StoreError("internal: store query without tenant filter")
+        bound = [{**row, "tenant": self.tenant_id} for row in rows]
+        with self._store.lock:
+            try:
+                self._store.conn.executemany(sql, bound)
+            except sqlite3.Error as exc:
+                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
+
     @contextmanager
     def transaction(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
         """One write transaction (SQLite serialises every write anyway, whatever `conversation_id`;

@@ -36,6 +36,7 @@ def _sliced(tenant: TenantAccess, msgs: list[Message], counter: TokenCounter,
 def test_slices_store_what_one_ingest_stores(store: StoreBackend, alice: TenantAccess, bob: TenantAccess,
                                              counter: TokenCounter, turns: int) -> None:
     msgs = history(turns)  # 3, 11 and 13 messages: one slice, several, a last partial one
+    msgs[1] = {**msgs[1], "pinned": True}
     sliced, pauses = _drain(_sliced(alice, msgs, counter))
     whole = bob.ingest(msgs, model="m", external_id=None, count_tokens=counter)
     assert pauses == (len(msgs) - 1) // 4
@@ -43,7 +44,10 @@ def test_slices_store_what_one_ingest_stores(store: StoreBackend, alice: TenantA
     assert sliced.conversation.message_count == len(msgs)
     assert [(m.seq, m.chain_hash, m.content_hash, m.token_count) for m in sliced.messages] == \
         [(m.seq, m.chain_hash, m.content_hash, m.token_count) for m in whole.messages]
-    assert [m.id for m in alice.messages(sliced.conversation.id)] == [m.id for m in sliced.messages]
+    # written in bulk (one statement call per slice), read back row for row as the result holds them
+    assert alice.messages(sliced.conversation.id) == list(sliced.messages)
+    assert [m.pinned for m in sliced.messages][:3] == [False, True, False]
+    assert bob.messages(whole.conversation.id) == list(whole.messages)
     again = alice.ingest(msgs, model="m", external_id=None, count_tokens=counter)  # a resend: nothing new
     assert again.conversation.id == sliced.conversation.id and again.new_count == 0
 
