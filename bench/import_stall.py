@@ -7,7 +7,7 @@ client of the same ctxproxy sends small one-message requests to other conversati
 are separate processes on loopback. What the issue's targets look at: the import's latency and the
 slowest next turn's, and the other client's p99 and worst wait while the import is in flight.
 
-    python -m bench.import_stall [--sizes 5000,20000,50000]
+    python -m bench.import_stall [--sizes 5000,20000,50000] [--continuing N]
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ NEXT_TURNS = ("why?", "and the one after it?", "what should we retry first?")
 @dataclass(frozen=True)
 class Plan:
     sizes: tuple[int, ...] = (5_000, 20_000, 50_000)
+    # 0: the other client's requests each start a conversation (routed to the least busy engine);
+    # N: they continue N conversations started before the import (already placed on an engine,
+    # perhaps the importer's: what a server's existing users see).
+    continuing: int = 0
 
 
 def imported(n: int) -> list[dict[str, Any]]:
@@ -58,16 +62,22 @@ async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> 
     return time.perf_counter() - began, json.loads(raw)["choices"][0]["message"]["content"]
 
 
-async def one_size(http: aiohttp.ClientSession, proxy: Server, n: int) -> dict[str, Any]:
-    """Import `n` messages, then three more turns, while the other client keeps sending."""
+async def one_size(http: aiohttp.ClientSession, proxy: Server, n: int, continuing: int = 0) -> dict[str, Any]:
+    """Import `n` messages, then three more turns, while the other client keeps sending (new
+    conversations, or `continuing` ones started first)."""
     other_ms: list[float] = []
     done = asyncio.Event()
+    started = [await _started(http, proxy, f"conversation {c} of the other client ({n})")
+               for c in range(continuing)]
 
     async def other() -> None:
         k = 0
         while not done.is_set():
-            body = {"model": MODEL, "messages": [{"role": "user", "content": f"ping {n}-{k}"}]}
-            other_ms.append((await _post(http, proxy.chat_url, body))[0] * 1000)
+            history = started[k % len(started)] if started else []
+            history.append({"role": "user", "content": f"ping {n}-{k}"})
+            seconds, said = await _post(http, proxy.chat_url, {"model": MODEL, "messages": history})
+            history.append({"role": "assistant", "content": said})
+            other_ms.append(seconds * 1000)
             k += 1
             await asyncio.sleep(OTHER_EVERY_S)
 
@@ -88,6 +98,14 @@ async def one_size(http: aiohttp.ClientSession, proxy: Server, n: int) -> dict[s
             "other_p99_ms": round(pct(other_ms, 99), 1), "other_max_ms": round(max(other_ms, default=0), 1)}
 
 
+async def _started(http: aiohttp.ClientSession, proxy: Server, opening: str) -> list[dict[str, Any]]:
+    """A conversation's first turn: its history so far."""
+    history = [{"role": "user", "content": opening}]
+    history.append({"role": "assistant", "content": (await _post(http, proxy.chat_url,
+                                                                {"model": MODEL, "messages": history}))[1]})
+    return history
+
+
 async def run(plan: Plan) -> dict[str, Any]:
     """One ctxproxy per size (a fresh store), the same fake upstream."""
     rows = []
@@ -100,17 +118,20 @@ async def run(plan: Plan) -> dict[str, Any]:
                                        name=f"ctx-import-{n}")
                 try:
                     async with session(8) as http:
-                        rows.append(await one_size(http, proxy, n))
+                        rows.append(await one_size(http, proxy, n, plan.continuing))
                 finally:
                     proxy.stop()
         finally:
             upstream.stop()
-    return {"window": WINDOW, "rows": rows}
+    return {"window": WINDOW, "continuing": plan.continuing, "rows": rows}
 
 
 def table(result: dict[str, Any]) -> str:
+    others = (f"continuing {result['continuing']} conversations started before the import"
+              if result.get("continuing") else "each one a new conversation")
     lines = [f"an imported history beside another client (window {result['window'] // 1000}k, "
-             f"local/extractive; the other client sends a small request every {OTHER_EVERY_S * 1000:g} ms)",
+             f"local/extractive; the other client sends a small request every {OTHER_EVERY_S * 1000:g} ms, "
+             f"{others})",
              f"{'messages':>9}{'import s':>10}{'next turn s':>13}{'other n':>9}{'other p50 ms':>14}"
              f"{'other p99 ms':>14}{'other max ms':>14}"]
     for r in result["rows"]:
@@ -122,8 +143,10 @@ def table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default=",".join(str(s) for s in Plan.sizes))
+    parser.add_argument("--continuing", type=int, default=0, metavar="N",
+                        help="the other client continues N conversations started before the import")
     args = parser.parse_args(argv)
-    plan = Plan(tuple(int(s) for s in args.sizes.split(",")))
+    plan = Plan(tuple(int(s) for s in args.sizes.split(",")), args.continuing)
     print(table(asyncio.run(run(plan))))
     return 0
 

@@ -36,7 +36,7 @@ TINY: dict[str, Any] = {
     "store": store_soak.Plan(requests=40, conversations=8, concurrency=4),
     "scale_out": 40,
     "search_pg": (400, 6),
-    "import_stall": import_stall.Plan((300,)),
+    "import_stall": import_stall.Plan((300,), continuing=2),
     "routes": route_cpu.Plan(tokens=3_000, requests=3, warmup=1),
 }
 
@@ -112,6 +112,7 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     (imported,) = tiny_run["import_stall"]["rows"]
     assert imported["messages"] == 300 and imported["import_s"] > 0 and imported["next_turn_s"] > 0
     assert imported["other_requests"] >= 1 and imported["other_max_ms"] >= imported["other_p50_ms"] > 0
+    assert tiny_run["import_stall"]["continuing"] == 2
     assert lines[-1].startswith("imported history: 300 messages: import ")
     routes = tiny_run["routes"]["routes"]
     assert set(routes) == {"chat", "messages", "responses"} and routes["chat"]["vs_chat"] in (0.0, 1.0)
