@@ -37,6 +37,10 @@ class SizedLru(Generic[K, V]):
             self._items.move_to_end(key)
             return item[0]
 
+    def fits(self, size: int) -> bool:
+        """Whether a value of `size` would be kept (a caller skips building one that would not)."""
+        return size <= self.max_size
+
     def put(self, key: K, value: V, size: int) -> None:
         """Keep `value` under `key` (replacing what was there), then drop the oldest over the bound."""
         with self._lock:

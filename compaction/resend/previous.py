@@ -130,6 +130,9 @@ class Resends:
         they are not all plain JSON), with `passing` when they were forwarded as received."""
         if resent.key is None or resent.blob is None or None in resent.keys:
             return
+        if not self._held.fits(_size(resent.blob, len(resent.messages))):  # not copied only to be let go
+            self._held.discard(resent.key)
+            return
         prior = _prior(resent, expected, passing)
         self._held.put(resent.key, prior, prior.size)
 
@@ -236,8 +239,13 @@ def _prior(resent: Resent, expected: Expected, passing: Passthrough | None) -> P
     blob = kept(resent.blob or b"")
     shared = len(resent.ends)
     keys = (*cast("tuple[bytes, ...]", resent.keys[:shared]), *(kept(k or b"") for k in resent.keys[shared:]))
-    size = 3 * len(blob) + _MESSAGE_BYTES * len(resent.messages)  # the blob, the keys, the dicts' strings
-    return Prior(tuple(resent.messages), blob, tuple(ends), keys, expected, size, passing)
+    return Prior(tuple(resent.messages), blob, tuple(ends), keys, expected, _size(blob, len(resent.messages)),
+                 passing)
+
+
+def _size(blob: bytes, messages: int) -> int:
+    """A Prior's bytes: the blob, the keys, the dicts' strings."""
+    return 3 * len(blob) + _MESSAGE_BYTES * messages
 
 
 RESENDS = Resends(name="resends")

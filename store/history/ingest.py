@@ -189,7 +189,9 @@ def _stored_prefix(run: Runner, cid: str, messages: Sequence[Message], upto: int
     out += [made.reusable(r[2], r, keys[r[2]]) or _prefix_message(r, messages[r[2]])
             for r in prefix[leading:]]
     if cache is not None:
-        cache.keep(cid, tuple(prefix), Made.of(tuple(prefix), keys[:len(out)], tuple(out), made, leading))
+        kept_made = (Made.of(tuple(prefix), keys[:len(out)], tuple(out), made, leading)
+                     if cache.fits_made(keys[:len(out)]) else NOTHING_MADE)
+        cache.keep(cid, tuple(prefix), kept_made)
     carrying = any(map(operator.contains, messages[:upto], itertools.repeat("pinned")))  # in C: usually none
     newly_pinned = [s.id for s, r in zip(out, prefix, strict=True)
                     if messages[r[2]].get("pinned") and not r[7]] if carrying else []

@@ -117,6 +117,11 @@ class PrefixRows:
         held = self._touch(conversation_id)
         return held.made if held is not None else NOTHING_MADE
 
+    def fits_made(self, keys: Sequence[bytes | None]) -> bool:
+        """Whether the records made from messages with exact JSON `keys` would be kept (`Made.of`
+        copies every key: a caller skips it for records that would only be let go)."""
+        return 2 * key_bytes(keys) + RECORD_BYTES * len(keys) <= self._max_bytes
+
     def keep(self, conversation_id: str, rows: tuple[Row, ...], made: Made = NOTHING_MADE) -> None:
         """Remember the rows seq 0..len-1 of a conversation as read (and the records made of them);
         the least recently used go past the bounds."""

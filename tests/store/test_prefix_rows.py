@@ -151,6 +151,8 @@ def test_records_are_bounded_in_bytes() -> None:
     rows, made = _made("big", 12, 100)  # over the bound alone: its rows are kept, its records are not
     cache.keep("big", rows, made)
     assert cache.made("big").messages == () and len(cache.leading("big", [r[5] for r in rows], 12)) == 12
+    # ingest asks first, and does not copy the keys of records that would not be kept
+    assert not cache.fits_made(made.keys) and cache.fits_made(made.keys[:4])
     assert cache.made_bytes <= 2 * one + one // 2
     assert cache.held_bytes == cache.held * ROW_BYTES + cache.made_bytes
 

@@ -134,6 +134,12 @@ def test_bounded_in_bytes_least_recently_used_first_out() -> None:
     huge = Resends(max_bytes=100)
     _seen(huge, HISTORY)
     assert len(huge) == 0 and huge.held_bytes == 0
+    # a request that outgrows the bound lets its conversation's previous one go too
+    growing = Resends(max_bytes=1_500)
+    _seen(growing, HISTORY[:2])
+    assert len(growing) == 1
+    _seen(growing, [*HISTORY[:2], {"role": "user", "content": "y" * 2_000}])
+    assert len(growing) == 0 and growing.held_bytes == 0
 
 
 def test_a_request_that_is_not_plain_json_is_not_kept() -> None:
