@@ -3,8 +3,9 @@
 The store's calls are synchronous (sqlite3, psycopg) and ingesting or planning a large request is
 CPU work: on the HTTP loop they would stall every other request, `/healthz` included. So the
 engine, its background steps and every store call of a running server happen on one "engine"
-thread; HTTP handlers only await the results (`prepare`, `finish_turn`, `run`). One thread also
-means the store's connection is only ever used by one thread, as sqlite3 wants.
+thread; HTTP handlers only await the results (`prepare`, `finish_turn`, `run`). Several such
+threads share the store's connection under its lock (proxy/engine_pool.py), as does a long
+history's read-ahead in a worker thread (compaction/engine.py `_ingest`).
 """
 
 from __future__ import annotations
