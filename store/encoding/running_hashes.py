@@ -145,7 +145,7 @@ class RunningHashes:
             with self._lock:  # a slice of look-ups at a time: other threads' look-ups go between
                 last = self._hashed(messages[start:end], keys[start:end], last, out, remember)
         if run is not None:
-            fits = key_bytes(shared_keys) + new_bytes + _RUN_ENTRY_OVERHEAD * (len(keys) + 1) <= self._max_run
+            fits = _run_size(key_bytes(shared_keys) + new_bytes, len(keys)) <= self._max_run
             made = _run(previous, shared_keys, keys, out) if fits else None  # copies: not under the lock
             with self._lock:
                 self._keep_run(run, made)
@@ -229,5 +229,9 @@ def _run(previous: str, shared: tuple[bytes | None, ...], keys: Sequence[bytes |
     are held ones, `as_held`; else as the run kept them), the rest copied right-sized."""
     fresh = tuple(None if k is None else kept(k) for k in keys[len(shared):])
     held = as_held(shared, keys) + fresh
-    size = key_bytes(held) + _RUN_ENTRY_OVERHEAD * (len(held) + 1)
-    return _Run(previous, held, tuple(hashes), size)
+    return _Run(previous, held, tuple(hashes), _run_size(key_bytes(held), len(held)))
+
+
+def _run_size(keys_bytes: int, messages: int) -> int:
+    """A kept run's bytes: its keys' and each message's overhead."""
+    return keys_bytes + _RUN_ENTRY_OVERHEAD * (messages + 1)

@@ -36,6 +36,12 @@ MAX_MADE_BYTES = 6 * 1024 * 1024  # the records: about six resent 100k-token his
 _ID, _SEQ, _CHAIN, _PINNED = 0, 2, 5, 7
 
 
+def made_bytes(keys: Sequence[bytes | None]) -> int:
+    """What the records made from messages with exact JSON `keys` cost: RECORD_BYTES each and
+    their JSON twice."""
+    return 2 * key_bytes(keys) + RECORD_BYTES * len(keys)
+
+
 @dataclass(frozen=True)
 class Made:
     """The records ingest made of a conversation's leading rows, and the request keys they came from."""
@@ -56,8 +62,7 @@ class Made:
             before.keys[i] if i < len(before.messages) and before.messages[i] is m else None if k is None
             else kept(k) for i, k, m in zip(range(leading, len(messages)), keys[leading:], messages[leading:],
                                             strict=True))
-        size = 2 * key_bytes(held) + RECORD_BYTES * len(messages)
-        return cls(rows, held, messages, size)
+        return cls(rows, held, messages, made_bytes(held))
 
     def leading(self, rows: Sequence[Row], keys: Sequence[bytes | None]) -> tuple[StoredMessage, ...]:
         """The records of the leading `rows` in one go, when they are the very rows the records were
@@ -120,7 +125,7 @@ class PrefixRows:
     def fits_made(self, keys: Sequence[bytes | None]) -> bool:
         """Whether the records made from messages with exact JSON `keys` would be kept (`Made.of`
         copies every key: a caller skips it for records that would only be let go)."""
-        return 2 * key_bytes(keys) + RECORD_BYTES * len(keys) <= self._max_bytes
+        return made_bytes(keys) <= self._max_bytes
 
     def keep(self, conversation_id: str, rows: tuple[Row, ...], made: Made = NOTHING_MADE) -> None:
         """Remember the rows seq 0..len-1 of a conversation as read (and the records made of them);

@@ -101,25 +101,25 @@ class Database:
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> Result:
         """Run one statement of the store's `:name` SQL; psycopg errors become StoreError."""
         text, returns_id = _with_id(sql)
-        with self.lock:
-            if not self._depth:
-                self._usable()
-            try:  # without parameters psycopg sends the text as is (no `%` processing)
-                cur = (self.conn.execute(to_pyformat(text), params) if params
-                       else self.conn.execute(text))
-                found = _rows(cur, self._shapes, text)
-            except psycopg.Error as exc:
-                raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
+        with self._statement():  # without parameters psycopg sends the text as is (no `%` processing)
+            cur = self.conn.execute(to_pyformat(text), params) if params else self.conn.execute(text)
+            found = _rows(cur, self._shapes, text)
         return Result(found, int(found[-1][0]) if returns_id and found else None)
 
     def execute_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
         """One statement of the store's `:name` SQL per parameter row, pipelined by psycopg."""
+        with self._statement(), self.conn.cursor() as cur:
+            cur.executemany(to_pyformat(sql), rows)
+
+    @contextmanager
+    def _statement(self) -> Iterator[None]:
+        """Under the lock, on a usable connection (outside a transaction); psycopg errors become
+        StoreError."""
         with self.lock:
             if not self._depth:
                 self._usable()
             try:
-                with self.conn.cursor() as cur:
-                    cur.executemany(to_pyformat(sql), rows)
+                yield
             except psycopg.Error as exc:
                 raise StoreError(f"store query failed ({_kind(exc)}): {_first_line(exc)}") from exc
 

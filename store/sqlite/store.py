@@ -129,12 +129,9 @@ class Store:
 
     def tenant_ids(self) -> list[str]:
         """Tenants with at least one conversation, most recent activity first (operator views)."""
-        with self.lock:
-            try:
-                found = self.conn.execute("SELECT tenant_id FROM conversations GROUP BY tenant_id "
-                                          "ORDER BY MAX(updated_at) DESC, tenant_id").fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
+        with self.lock, store_errors():
+            found = self.conn.execute("SELECT tenant_id FROM conversations GROUP BY tenant_id "
+                                      "ORDER BY MAX(updated_at) DESC, tenant_id").fetchall()
         return [str(row[0]) for row in found]
 
 
@@ -148,6 +145,15 @@ def _stored_secret(conn: sqlite3.Connection) -> str:
 
 
 
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """sqlite3 errors (IntegrityError included) as StoreError: never a raw sqlite3 exception."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
+
+
 class SqliteTenantConnection:
     """One tenant's queries on the store's one connection, under its lock (store/tenant.py runs them)."""
 
@@ -159,27 +165,22 @@ class SqliteTenantConnection:
 
     def run(self, sql: str, params: dict[str, Any] | None = None, *, plain: bool = False) -> Cursor:
         """Execute with the tenant bound; SQL that does not filter on `:tenant` is a bug."""
-        if ":tenant" not in sql:
-            raise StoreError("internal: store query without tenant filter")
-        bound = {**(params or {}), "tenant": self.tenant_id}
-        with self._store.lock:  # rows read whole under it (store/runner.py Result)
+        bound = self._bound(sql, params)
+        with self._store.lock, store_errors():  # rows read whole under the lock (store/runner.py Result)
             cur = self._store.conn.cursor()
             cur.row_factory = None if plain else sqlite3.Row
-            try:
-                cur.execute(sql, bound)
-                return Result(cur.fetchall(), cur.lastrowid)
-            except sqlite3.Error as exc:  # IntegrityError included: never a raw sqlite3 exception
-                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
+            cur.execute(sql, bound)
+            return Result(cur.fetchall(), cur.lastrowid)
 
     def run_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
+        bound = [self._bound(sql, row) for row in rows]
+        with self._store.lock, store_errors():
+            self._store.conn.executemany(sql, bound)
+
+    def _bound(self, sql: str, params: dict[str, Any] | None) -> dict[str, Any]:
         if ":tenant" not in sql:
             raise StoreError("internal: store query without tenant filter")
-        bound = [{**row, "tenant": self.tenant_id} for row in rows]
-        with self._store.lock:
-            try:
-                self._store.conn.executemany(sql, bound)
-            except sqlite3.Error as exc:
-                raise StoreError(f"store query failed ({type(exc).__name__}): {exc}") from exc
+        return {**(params or {}), "tenant": self.tenant_id}
 
     @contextmanager
     def transaction(self, conversation_id: str | None = None, *, durable: bool = True) -> Iterator[None]:
