@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported for real only in fixtures: the network block must 
 
     from config.settings import Settings
     from proxy.app import EngineFactory
+    from proxy.engine_host import EngineHost
     from tests.fakes.anthropic_upstream import FakeAnthropic
     from tests.fakes.upstream import FakeUpstream
 
@@ -228,11 +229,15 @@ async def make_proxy(aiohttp_server: AiohttpServer, fake_upstream: FakeUpstream,
 
 
 async def settled(server: TestServer) -> None:
-    """Wait until the engine thread has done what was queued on it so far: a non-streaming reply
-    is stored after the client is answered, so a test reading the store directly waits first."""
+    """Wait until every engine thread has done what was queued on it so far: a non-streaming reply
+    is stored after the client is answered (on its conversation's engine, whichever that is), so a
+    test reading the store directly waits first."""
     from proxy import appkeys
 
-    await server.app[appkeys.HOST].run(lambda: None)
+    async def drained(host: EngineHost) -> None:
+        await host.run(lambda: None)
+
+    await server.app[appkeys.HOST].each(drained)
 
 
 @pytest.fixture

@@ -114,7 +114,7 @@ async def test_a_completed_stream_is_stored_when_the_client_leaves_right_after_d
     client = asyncio.create_task(stream_until_done(proxy_server))
     await asyncio.wait_for(fake_upstream.first_chunk_sent.wait(), 5)  # prepared: the engine is free
     host, release = proxy_server.app[appkeys.HOST], threading.Event()
-    busy = asyncio.create_task(host.run(lambda: release.wait(5)))  # the reply's store write queues
+    busy = asyncio.gather(*(h.run(lambda: release.wait(5)) for h in host.hosts))  # the reply's write queues
     gate.set()
     assert b"data: [DONE]" in await client
     await asyncio.sleep(0.2)  # the server sees the client gone and cancels the handler
