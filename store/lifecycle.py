@@ -25,6 +25,8 @@ def delete_conversations(run: Runner, selector: str, params: dict[str, object]) 
         return 0
     run("DELETE FROM summary_sources WHERE tenant_id = :tenant AND summary_id IN (SELECT id FROM "
         f"summaries WHERE tenant_id = :tenant AND conversation_id IN ({chosen}))", params)
+    run(f"DELETE FROM summary_source_spans WHERE tenant_id = :tenant AND conversation_id IN ({chosen})",
+        params)
     for table in ("summaries", *OWNED_TABLES):
         run(f"DELETE FROM {table} WHERE tenant_id = :tenant AND conversation_id IN ({chosen})", params)
     run(f"UPDATE conversations SET forked_from = NULL WHERE tenant_id = :tenant AND forked_from IN "

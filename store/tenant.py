@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from config.errors import NotFoundError
 from store import expand as expand_mod
-from store import lifecycle, rows
+from store import lifecycle, rows, source_spans
 from store import summaries as summaries_mod
 from store.anchors import upsert_anchors
 from store.encoding import forwarded as forwarded_mod
@@ -260,7 +260,7 @@ class TenantStore:
         one already there."""
         with self._tx(draft.conversation_id):
             self.conversation(draft.conversation_id)
-            seq_run = self._check_sources(draft)
+            linking = self._check_sources(draft)
             key = summaries_mod.draft_key(draft) if key is None else key
             existing = self._summary_by_key(draft.conversation_id, key)
             if existing is not None:
@@ -286,7 +286,7 @@ class TenantStore:
             if winner is None or winner[0] != values["id"]:
                 stored = self._summary_by_key(cid, key)
                 return stored if stored is not None else self.summary(str(values["id"]))
-            self._insert_sources(str(values["id"]), summaries_mod.source_refs(draft), cid, seq_run)
+            self._insert_sources(str(values["id"]), summaries_mod.source_refs(draft), cid, linking)
             # Kept as the record holds them (a rolled-back id is never read: harmless).
             self._keep_sources(str(values["id"]), (draft.source_message_ids, draft.source_summary_ids))
             # Built from what was written, not read back (a collapsed history has 50,000 sources).
@@ -296,10 +296,14 @@ class TenantStore:
                                  draft.prompt_version, float(values["now"]))
 
     def _insert_sources(self, summary_id: str, refs: Sequence[SourceRef], conversation_id: str,
-                        seq_run: int | None) -> None:
-        """A summary's source links: one INSERT ... SELECT when they are the messages of one seq run
-        from `seq_run` (a collapsed history links tens of thousands: 4x faster), else
-        SOURCE_ROWS_PER_INSERT rows per statement."""
+                        linking: int | tuple[int, int] | None) -> None:
+        """A summary's source links (`linking`: `_check_sources`): one span row for a long run of
+        messages (store/source_spans.py), one INSERT ... SELECT when they are the messages of one
+        seq run from a first seq, else SOURCE_ROWS_PER_INSERT rows per statement."""
+        if isinstance(linking, tuple):
+            source_spans.add_span(self._run, summary_id, conversation_id, linking)
+            return
+        seq_run = linking
         if seq_run is not None:
             self._run("INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
                       "SELECT :tenant, :sid, 'message', CAST(id AS TEXT), seq - :first FROM messages "
@@ -324,11 +328,18 @@ class TenantStore:
             return None
         return rows.summary(row, self._sources([str(row["id"])])[str(row["id"])])
 
-    def _check_sources(self, draft: SummaryDraft) -> int | None:
-        """Sources must be this conversation's messages and summaries. Returns the first seq when the
-        sources are messages only, in one unbroken seq run, in order (`_insert_sources` copies them)."""
+    def _check_sources(self, draft: SummaryDraft) -> int | tuple[int, int] | None:
+        """Sources must be this conversation's messages and summaries. Returns how `_insert_sources`
+        links them: the id span that stands for many messages (store/source_spans.py), or the first
+        seq when they are messages in one unbroken seq run, in order (copied in one statement)."""
         cid = draft.conversation_id
         ids = [int(i) for i in draft.source_message_ids]
+        if ids and not draft.source_summary_ids:
+            span = source_spans.as_span(self._run, cid, ids)  # proves them this conversation's too
+            if span is not None:
+                return span
+            if self._is_seq_run(cid, ids, draft.first_seq):
+                return draft.first_seq
         seq_of: dict[int, int] = {}
         if ids:  # one range scan: a collapsed history names tens of thousands (an IN list that long is slow)
             seq_of = {r[0]: r[1] for r in self._run("SELECT id, seq FROM messages WHERE tenant_id = :tenant "
@@ -345,6 +356,14 @@ class TenantStore:
         first = seq_of[ids[0]] if ids else -1
         in_run = first >= 0 and all(seq_of[i] == first + n for n, i in enumerate(ids))
         return first if in_run else None
+
+    def _is_seq_run(self, cid: str, ids: Sequence[int], first: int) -> bool:
+        """Whether `ids` are the conversation's messages of seq `first` on, in order: one range read
+        compared in C (a collapsed import names 50,000 while holding the store)."""
+        found = self._run("SELECT id FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
+                          "AND seq BETWEEN :first AND :last ORDER BY seq",
+                          {"cid": cid, "first": first, "last": first + len(ids) - 1}, plain=True)
+        return [r[0] for r in found] == list(ids)
 
     def summary(self, summary_id: str) -> SummaryRecord:
         row = self._one("SELECT * FROM summaries WHERE tenant_id = :tenant AND id = :id",
@@ -388,7 +407,7 @@ class TenantStore:
         for r in self._run("SELECT summary_id, source_kind, source_id FROM summary_sources WHERE "
                            f"tenant_id = :tenant AND summary_id IN {marks} ORDER BY ord", params):
             out.setdefault(r[0], []).append((r[1], r[2]))
-        return out
+        return out | source_spans.span_sources(self._run, [s for s in summary_ids if s not in out])
 
     def _sources_of_conversation(self, conversation_id: str) -> dict[str, list[SourceRef]]:
         out: dict[str, list[SourceRef]] = {}
@@ -398,7 +417,7 @@ class TenantStore:
                            "ORDER BY ss.summary_id, ss.ord",
                            {"cid": conversation_id}):
             out.setdefault(r[0], []).append((r[1], r[2]))
-        return out
+        return out | source_spans.span_sources(self._run, conversation_id=conversation_id)
 
     def view(self, conversation_id: str) -> ContextView | None:
         """The latest persisted view, or None before the first compaction."""
@@ -434,9 +453,9 @@ class TenantStore:
         write it). A pass whose summary is already stored (another writer committed the same
         summary first) writes nothing: `finish` still builds the caller's view from the stored
         summary, and the first writer's committed event comes back (saved view: None)."""
+        key = summaries_mod.draft_key(draft)  # before the lock: a collapsed import has 50,000 sources
         with self._tx(draft.conversation_id):
             self.conversation(draft.conversation_id)
-            key = summaries_mod.draft_key(draft)  # made once: a collapsed import has 50,000 sources
             existing = self._summary_by_key(draft.conversation_id, key)
             if existing is not None:
                 committed = self._committed_event(existing)
@@ -506,13 +525,14 @@ class TenantStore:
     def record_forwarded_cost(self, rec: ForwardedRecord) -> ForwardedRecord:
         """`record_forwarded`, handing back the record with what the store set: the shared prefix in
         messages and tokens (forwarded and received) and the billed-input estimates."""
+        # Packed before the lock: a resumed 50,000-message history has as many received hashes.
+        packed, received = forwarded_mod.pack(rec.prefix_hashes), forwarded_mod.pack(rec.received_hashes)
         with self._tx(rec.conversation_id, durable=False):
             # One statement checks the conversation and fetches the previous request's tips.
             tip = self._one("SELECT t.hashes, t.received_hashes, t.tools_digests FROM conversations c "
                             "LEFT JOIN forwarded_tips t ON t.conversation_id = c.id AND "
                             "t.tenant_id = :tenant WHERE c.tenant_id = :tenant AND c.id = :cid",
                             {"cid": rec.conversation_id}, f"conversation {rec.conversation_id!r}")
-            packed, received = forwarded_mod.pack(rec.prefix_hashes), forwarded_mod.pack(rec.received_hashes)
             done = forwarded_mod.costed(rec, tip[0], tip[1], tip[2], packed, received)
             self._run("INSERT INTO forwarded (tenant_id, conversation_id, messages_forwarded, shared_prefix, "
                       "extends_previous, tokens_received, tokens_forwarded, budget, occupancy_json, "

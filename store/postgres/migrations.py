@@ -184,6 +184,13 @@ ALTER TABLE forwarded_tips ADD COLUMN received_hashes BYTEA;
 ALTER TABLE forwarded_tips ADD COLUMN tools_digests BYTEA;
 """
 
+_SOURCE_SPANS = """
+CREATE TABLE summary_source_spans (
+    summary_id TEXT PRIMARY KEY REFERENCES summaries (id), tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL, first_id BIGINT NOT NULL, last_id BIGINT NOT NULL);
+CREATE INDEX summary_source_spans_conversation ON summary_source_spans (conversation_id);
+"""
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -215,6 +222,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "a bulk import's messages flagged until indexed (indexed at insert here)",
               "ALTER TABLE messages ADD COLUMN fts_pending SMALLINT NOT NULL DEFAULT 0;\n"
               "CREATE INDEX messages_fts_pending ON messages (id) WHERE fts_pending = 1;\n"),
+    Migration(13, "a summary of a long run of messages links them as one id span (store/summaries.py)",
+              _SOURCE_SPANS),
 )
 _LOCK_KEY = "ctxproxy:migrations"
 

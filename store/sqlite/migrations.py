@@ -342,6 +342,18 @@ END;
 """
 
 
+_SOURCE_SPANS = """
+CREATE TABLE summary_source_spans (
+    summary_id TEXT PRIMARY KEY REFERENCES summaries (id),
+    tenant_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    first_id INTEGER NOT NULL,
+    last_id INTEGER NOT NULL
+);
+CREATE INDEX summary_source_spans_conversation ON summary_source_spans (conversation_id);
+"""
+
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 
@@ -380,6 +392,8 @@ CREATE TABLE step_leases (
               _FORWARDED_COST),
     Migration(11, "a bulk import's messages indexed for search after the request, in slices",
               _deferred_message_index()),
+    Migration(12, "a summary of a long run of messages links them as one id span (store/summaries.py)",
+              _SOURCE_SPANS),
 )
 
 

@@ -1,4 +1,4 @@
-"""Summary sources: written in one statement when they are an unbroken seq run, kept once read.
+"""Summary sources: one span row for a long run, one statement for a short run, kept once read.
 
 A summary's sources never change, so the store keeps them after the first read (store/summaries.py
 `sources_cache`); whatever path wrote them and whether they come from the cache or the database, a
@@ -11,8 +11,9 @@ import pytest
 from config.errors import NotFoundError
 from store.interface import StoreBackend, TenantAccess
 from store.models import SummaryDraft
+from store.source_spans import SPAN_MIN_SOURCES
 from store.summaries import sources_cache
-from tests.store.store_helpers import TokenCounter
+from tests.store.store_helpers import TokenCounter, scalar
 
 
 def _conversation(tenant: TenantAccess) -> tuple[str, list[int]]:
@@ -60,3 +61,47 @@ def test_other_tenants_never_read_kept_sources(store: StoreBackend, alice: Tenan
     alice.summaries(cid)  # kept now
     with pytest.raises(NotFoundError):
         bob.summary(sid)
+
+
+def _long(tenant: TenantAccess, n: int) -> tuple[str, list[int]]:
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i}"} for i in range(n)]
+    result = tenant.ingest(msgs, model="m", external_id=None, count_tokens=TokenCounter())
+    return result.conversation.id, [m.id for m in result.messages]
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["from the cache", "from the database"])
+def test_a_long_run_is_linked_as_one_span_and_reads_back_whole(store: StoreBackend, alice: TenantAccess,
+                                                                 bob: TenantAccess, cached: bool) -> None:
+    """A collapsed import's summary: one span row instead of a row per message, the same sources read
+    back by every path (one summary, all of a conversation's, expand)."""
+    bob_cid, _ = _long(bob, 8)  # another tenant's rows between nothing: spans filter by conversation
+    cid, ids = _long(alice, SPAN_MIN_SOURCES + 10)
+    run = tuple(ids[:SPAN_MIN_SOURCES + 5])
+    sid = _leaf(alice, cid, run, 0, len(run) - 1)
+    short = _leaf(alice, cid, tuple(ids[-5:-2]), len(ids) - 5, len(ids) - 3)
+    assert scalar(store, "SELECT COUNT(*) FROM summary_sources WHERE summary_id = ?", (sid,)) == 0
+    assert scalar(store, "SELECT COUNT(*) FROM summary_source_spans WHERE summary_id = ?", (sid,)) == 1
+    assert scalar(store, "SELECT COUNT(*) FROM summary_sources WHERE summary_id = ?", (short,)) == 3
+    if not cached:
+        store.summary_sources = sources_cache()  # type: ignore[attr-defined]
+        alice = store.for_tenant(alice.tenant_id)
+    assert alice.summary(sid).source_message_ids == run
+    assert {s.id: s.source_message_ids for s in alice.summaries(cid)} == {sid: run, short: tuple(ids[-5:-2])}
+    (expanded,) = alice.expand([sid])
+    assert expanded.sources == tuple(str(i) for i in run)
+    with pytest.raises(NotFoundError):
+        bob.summary(sid)
+    alice.delete_conversation(cid)
+    assert scalar(store, "SELECT COUNT(*) FROM summary_source_spans", ()) == 0
+    assert bob.conversation(bob_cid).message_count == 8
+
+
+def test_a_long_run_with_a_gap_keeps_a_row_per_source(store: StoreBackend, alice: TenantAccess) -> None:
+    """Sources that are not every message of their id span (one left out) are linked row by row."""
+    cid, ids = _long(alice, SPAN_MIN_SOURCES + 10)
+    sources = tuple(ids[:3] + ids[4:SPAN_MIN_SOURCES + 5])
+    sid = alice.add_summary(SummaryDraft(cid, "leaf", 0, "normal", "Steps ran.", 5, 0, SPAN_MIN_SOURCES + 4,
+                                         source_message_ids=sources)).id
+    assert scalar(store, "SELECT COUNT(*) FROM summary_source_spans", ()) == 0
+    assert scalar(store, "SELECT COUNT(*) FROM summary_sources WHERE summary_id = ?", (sid,)) == len(sources)
+    assert alice.summary(sid).source_message_ids == sources
