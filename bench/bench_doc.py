@@ -158,6 +158,34 @@ def _imports(r: dict[str, Any] | None) -> list[str]:
             "|---|---|---|---|---|---|", *rows]
 
 
+def _scale_out(r: dict[str, Any] | None) -> list[str]:
+    """Throughput and CPU per request with 1 and 2 workers and 2 PostgreSQL replicas."""
+    if not r or not r.get("sqlite 1 worker"):
+        return []
+    one = r["sqlite 1 worker"]
+    base = one.get("cpu_many_ms")
+    rows = [f"| {name} | {f['rps_many']:.0f} | {f['rps_one']:.0f} | {f['p99_many_ms']:.1f} | "
+            f"{_or_dash(f.get('cpu_many_ms'))} | {_ratio_or_dash(f.get('cpu_many_ms'), base)} |"
+            for name, f in r.items() if f]
+    return ["", "### Scaling out", "",
+            "Small requests at concurrency 32 (`python -m bench.scale_out`): the upstream called directly, "
+            "SQLite with 1 and 2 workers, 2 replicas on one PostgreSQL database; CPU per request of the "
+            "target's processes (master, workers, replicas) from /proc. The load generator and the fake "
+            "upstream share the machine's cores with the target, so a second worker finds little CPU free: "
+            "the issue's test there is CPU per request unchanged with 2 workers, and PostgreSQL's within "
+            "1.3x SQLite's.", "",
+            "| target | rps, 32 conversations | rps, one conversation | p99 ms (32 conversations) | "
+            "CPU ms / request | CPU vs 1 worker |", "|---|---:|---:|---:|---:|---:|", *rows]
+
+
+def _or_dash(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _ratio_or_dash(value: float | None, base: float | None) -> str:
+    return "-" if value is None or not base else f"{value / base:.2f}x"
+
+
 def section(result: dict[str, Any], chart_rel: str) -> str:
     """The markdown of the bench section."""
     meta = result["meta"]
@@ -169,7 +197,7 @@ def section(result: dict[str, Any], chart_rel: str) -> str:
     body = (_throughput(result["throughput"]) + _resend(result.get("resend")) + _routes(result.get("routes"))
             + _cpu(result["cpu"], chart_rel)
             + _memory_search(result["memory"], result["search"]) + _store(result.get("store"))
-            + _imports(result.get("import_stall")))
+            + _scale_out(result.get("scale_out")) + _imports(result.get("import_stall")))
     return "\n".join([*head, *body, END])
 
 

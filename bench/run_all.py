@@ -183,8 +183,10 @@ def _scale_out_lines(r: dict[str, Any]) -> list[str]:
     figures, pg = r.get("scale_out"), r.get("search_pg") or {"skipped": True}
     if not figures:
         return []
-    rates = ", ".join(f"{name} {f['rps_many']:.0f}" for name, f in figures.items() if f)
-    lines = [f"scaling out (rps at c32, 32 conversations): {rates}"]
+    rates = ", ".join(f"{name} {f['rps_many']:.0f}" + (f" ({f['cpu_many_ms']:.2f} ms CPU)"
+                                                          if "cpu_many_ms" in f else "")
+                      for name, f in figures.items() if f)
+    lines = [f"scaling out (rps at c32, 32 conversations, CPU per request): {rates}"]
     if not pg.get("skipped"):
         lines.append(f"search on PostgreSQL: p99 {pg['p99_ms']:.2f} ms over {pg['messages']} messages")
     return lines

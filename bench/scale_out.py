@@ -3,7 +3,9 @@
 Targets, each its own processes on loopback against one fake upstream process: the upstream direct;
 ctxproxy with 1 and with 2 workers (`serve --workers 2`) on SQLite; 2 ctxproxy replicas sharing one
 PostgreSQL database (the load alternates between them; skipped when no PostgreSQL server answers).
-Figures are printed as measured, plus each rate as a ratio of the direct one and of 1 worker.
+Figures are printed as measured, plus each rate as a ratio of the direct one and of 1 worker, and
+the CPU per request of the target's processes (master, workers, replicas; from /proc): the issue's
+test of scaling where the load generator shares the cores is CPU per request unchanged with 2.
 
     python -m bench.scale_out [--n N]
 """
@@ -15,7 +17,7 @@ import asyncio
 import json
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from bench.common import (
     session,
     spawn,
     start_upstream,
+    tree_cpu_seconds,
 )
 
 SMALL = {"model": MODEL, "messages": [{"role": "user", "content": "ping"}]}
@@ -56,17 +59,20 @@ def _body(conversation: int) -> bytes:
     return json.dumps({**SMALL, "messages": [{"role": "user", "content": f"ping {conversation}"}]}).encode()
 
 
-async def measure(urls: list[str], n: int) -> dict[str, float]:
+async def measure(urls: list[str], n: int, pids: Sequence[int] = ()) -> dict[str, float]:
     """rps and latency at concurrency 32, client w on `urls[w % len(urls)]` (replicas alternate):
-    every client on one conversation (a hot spot: its writes serialise), then each on its own."""
+    every client on one conversation (a hot spot: its writes serialise), then each on its own; and
+    the CPU per request of the processes `pids` (with their workers), when there are any."""
     out: dict[str, float] = {}
     async with session(CONCURRENCY * 2) as http:
         for mode, conversations in (("one", 1), ("many", CONCURRENCY)):
             calls = [poster(http, urls[w % len(urls)], _body(w % conversations)) for w in range(CONCURRENCY)]
             await run_load(calls, 64, CONCURRENCY)  # warm-up: connections, caches, first turns stored
+            began = sum(map(tree_cpu_seconds, pids))
             load = await run_load(calls, n, CONCURRENCY)
+            cpu = (sum(map(tree_cpu_seconds, pids)) - began) * 1000 / n
             out |= {f"rps_{mode}": load.rps, f"p50_{mode}_ms": pct(load.latencies_ms, 50),
-                    f"p99_{mode}_ms": pct(load.latencies_ms, 99)}
+                    f"p99_{mode}_ms": pct(load.latencies_ms, 99)} | ({f"cpu_{mode}_ms": cpu} if pids else {})
     return out
 
 
@@ -87,7 +93,7 @@ def pg_database() -> Iterator[str | None]:
 
 async def _measure_started(servers: list[Server], n: int) -> dict[str, float]:
     try:
-        return await measure([s.chat_url for s in servers], n)
+        return await measure([s.chat_url for s in servers], n, [s.proc.pid for s in servers])
     finally:
         for s in servers:
             s.stop(30)
@@ -112,13 +118,13 @@ async def run(n: int) -> dict[str, dict[str, float] | None]:
     return figures
 
 
-def table(figures: dict[str, dict[str, float] | None], n: int) -> str:
+def table(figures: Mapping[str, Mapping[str, float] | None], n: int) -> str:
     direct, one = figures["direct"], figures["sqlite 1 worker"]
     assert direct is not None and one is not None
     lines = [f"scaling out: {n} small requests at concurrency {CONCURRENCY} (fake upstream process); "
              f"'one': every client on one conversation, 'many': {CONCURRENCY} conversations",
              f"{'target':<22}{'mode':>5}{'rps':>8}{'p50 ms':>9}{'p99 ms':>9}{'of direct':>11}"
-             f"{'of 1 worker':>13}"]
+             f"{'of 1 worker':>13}{'CPU ms/req':>12}{'CPU of 1 worker':>17}"]
     for name, f in figures.items():
         if f is None:
             lines.append(f"{name:<22}  skipped: no PostgreSQL server answers")
@@ -127,8 +133,19 @@ def table(figures: dict[str, dict[str, float] | None], n: int) -> str:
             rps = f[f"rps_{mode}"]
             lines.append(f"{name:<22}{mode:>5}{rps:>8.0f}{f[f'p50_{mode}_ms']:>9.2f}{f[f'p99_{mode}_ms']:>9.2f}"
                          f"{fmt_ratio(ratio(rps, direct[f'rps_{mode}'])):>11}"
-                         f"{fmt_ratio(ratio(rps, one[f'rps_{mode}'])):>13}")
+                         f"{fmt_ratio(ratio(rps, one[f'rps_{mode}'])):>13}{_cpu(f, mode):>12}"
+                         f"{fmt_ratio(_cpu_ratio(f, one, mode)):>17}")
     return "\n".join(lines)
+
+
+def _cpu(figures: Mapping[str, float], mode: str) -> str:
+    cpu = figures.get(f"cpu_{mode}_ms")
+    return "-" if cpu is None else f"{cpu:.2f}"
+
+
+def _cpu_ratio(figures: Mapping[str, float], one: Mapping[str, float], mode: str) -> float | None:
+    cpu, base = figures.get(f"cpu_{mode}_ms"), one.get(f"cpu_{mode}_ms")
+    return None if cpu is None or base is None else ratio(cpu, base)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -102,6 +102,9 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert r["met"] == (r["added"]["p50_ms"] <= 5.0 and r["added"]["p99_ms"] <= 15.0)
     assert {"direct", "sqlite 1 worker", "sqlite 2 workers"} <= set(tiny_run["scale_out"])
     assert all(f["rps_one"] > 0 and f["rps_many"] > 0 for f in tiny_run["scale_out"].values() if f)
+    scaled = {name: f for name, f in tiny_run["scale_out"].items() if f and name != "direct"}
+    assert all(f["cpu_one_ms"] > 0 and f["cpu_many_ms"] > 0 for f in scaled.values())  # workers counted too
+    assert "cpu_many_ms" not in tiny_run["scale_out"]["direct"]
     store = tiny_run["store"]
     assert store["messages"] == 8 + 2 * 40 and store["wal_max_bytes"] > 0 and store["bytes_per_message"] > 0
     assert set(store["forwarded_per_request_by_length"]) == {"50", "500"}
@@ -133,6 +136,7 @@ def test_results_doc_replaces_only_the_bench_section(tiny_run: dict[str, Any], t
     assert "](img/bench_cpu_scaling.png)" in text and "skipped (run `make bench-deps`)" in text
     assert "### Resent 3k-token history (agent loop, loopback)" in text and "**added by ctxproxy: p50" in text
     assert "### An imported history beside another client" in text and "\n| 300 | " in text
+    assert "### Scaling out" in text and "\n| sqlite 2 workers | " in text and "\n| direct | " in text
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
