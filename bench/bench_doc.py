@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import route_cpu
+from bench import route_cpu, scale_out
 from bench.common import fmt_ratio
 from bench.doc_sections import replace_section
 from bench.memory import fill_text, met, per_1k
@@ -163,9 +163,8 @@ def _scale_out(r: dict[str, Any] | None) -> list[str]:
     if not r or not r.get("sqlite 1 worker"):
         return []
     one = r["sqlite 1 worker"]
-    base = one.get("cpu_many_ms")
     rows = [f"| {name} | {f['rps_many']:.0f} | {f['rps_one']:.0f} | {f['p99_many_ms']:.1f} | "
-            f"{_or_dash(f.get('cpu_many_ms'))} | {_ratio_or_dash(f.get('cpu_many_ms'), base)} |"
+            f"{_or_dash(f.get('cpu_many_ms'))} | {_or_dash(scale_out.cpu_ratio(f, one, 'many'), 'x')} |"
             for name, f in r.items() if f]
     return ["", "### Scaling out", "",
             "Small requests at concurrency 32 (`python -m bench.scale_out`): the upstream called directly, "
@@ -178,12 +177,8 @@ def _scale_out(r: dict[str, Any] | None) -> list[str]:
             "CPU ms / request | CPU vs 1 worker |", "|---|---:|---:|---:|---:|---:|", *rows]
 
 
-def _or_dash(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _ratio_or_dash(value: float | None, base: float | None) -> str:
-    return "-" if value is None or not base else f"{value / base:.2f}x"
+def _or_dash(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.2f}{unit}"
 
 
 def section(result: dict[str, Any], chart_rel: str) -> str:

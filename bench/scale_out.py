@@ -134,7 +134,7 @@ def table(figures: Mapping[str, Mapping[str, float] | None], n: int) -> str:
             lines.append(f"{name:<22}{mode:>5}{rps:>8.0f}{f[f'p50_{mode}_ms']:>9.2f}{f[f'p99_{mode}_ms']:>9.2f}"
                          f"{fmt_ratio(ratio(rps, direct[f'rps_{mode}'])):>11}"
                          f"{fmt_ratio(ratio(rps, one[f'rps_{mode}'])):>13}{_cpu(f, mode):>12}"
-                         f"{fmt_ratio(_cpu_ratio(f, one, mode)):>17}")
+                         f"{fmt_ratio(cpu_ratio(f, one, mode)):>17}")
     return "\n".join(lines)
 
 
@@ -143,7 +143,8 @@ def _cpu(figures: Mapping[str, float], mode: str) -> str:
     return "-" if cpu is None else f"{cpu:.2f}"
 
 
-def _cpu_ratio(figures: Mapping[str, float], one: Mapping[str, float], mode: str) -> float | None:
+def cpu_ratio(figures: Mapping[str, float], one: Mapping[str, float], mode: str) -> float | None:
+    """A target's CPU per request over one worker's, in `mode` (None where either was not measured)."""
     cpu, base = figures.get(f"cpu_{mode}_ms"), one.get(f"cpu_{mode}_ms")
     return None if cpu is None or base is None else ratio(cpu, base)
 

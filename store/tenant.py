@@ -303,13 +303,12 @@ class TenantStore:
         if isinstance(linking, tuple):
             source_spans.add_span(self._run, summary_id, conversation_id, linking)
             return
-        seq_run = linking
-        if seq_run is not None:
+        if linking is not None:
             self._run("INSERT INTO summary_sources (tenant_id, summary_id, source_kind, source_id, ord) "
                       "SELECT :tenant, :sid, 'message', CAST(id AS TEXT), seq - :first FROM messages "
                       "WHERE tenant_id = :tenant AND conversation_id = :cid AND seq BETWEEN :first AND :last",
-                      {"sid": summary_id, "cid": conversation_id, "first": seq_run,
-                       "last": seq_run + len(refs) - 1})
+                      {"sid": summary_id, "cid": conversation_id, "first": linking,
+                       "last": linking + len(refs) - 1})
             return
         for start in range(0, len(refs), SOURCE_ROWS_PER_INSERT):
             chunk = refs[start:start + SOURCE_ROWS_PER_INSERT]
@@ -338,8 +337,6 @@ class TenantStore:
             span = source_spans.as_span(self._run, cid, ids)  # proves them this conversation's too
             if span is not None:
                 return span
-            if self._is_seq_run(cid, ids, draft.first_seq):
-                return draft.first_seq
         seq_of: dict[int, int] = {}
         if ids:  # one range scan: a collapsed history names tens of thousands (an IN list that long is slow)
             seq_of = {r[0]: r[1] for r in self._run("SELECT id, seq FROM messages WHERE tenant_id = :tenant "
@@ -356,14 +353,6 @@ class TenantStore:
         first = seq_of[ids[0]] if ids else -1
         in_run = first >= 0 and all(seq_of[i] == first + n for n, i in enumerate(ids))
         return first if in_run else None
-
-    def _is_seq_run(self, cid: str, ids: Sequence[int], first: int) -> bool:
-        """Whether `ids` are the conversation's messages of seq `first` on, in order: one range read
-        compared in C (a collapsed import names 50,000 while holding the store)."""
-        found = self._run("SELECT id FROM messages WHERE tenant_id = :tenant AND conversation_id = :cid "
-                          "AND seq BETWEEN :first AND :last ORDER BY seq",
-                          {"cid": cid, "first": first, "last": first + len(ids) - 1}, plain=True)
-        return [r[0] for r in found] == list(ids)
 
     def summary(self, summary_id: str) -> SummaryRecord:
         row = self._one("SELECT * FROM summaries WHERE tenant_id = :tenant AND id = :id",

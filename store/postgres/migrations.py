@@ -222,7 +222,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "a bulk import's messages flagged until indexed (indexed at insert here)",
               "ALTER TABLE messages ADD COLUMN fts_pending SMALLINT NOT NULL DEFAULT 0;\n"
               "CREATE INDEX messages_fts_pending ON messages (id) WHERE fts_pending = 1;\n"),
-    Migration(13, "a summary of a long run of messages links them as one id span (store/summaries.py)",
+    Migration(13, "a summary of a long run of messages links them as one id span (store/source_spans.py)",
               _SOURCE_SPANS),
 )
 _LOCK_KEY = "ctxproxy:migrations"

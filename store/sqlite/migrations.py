@@ -392,7 +392,7 @@ CREATE TABLE step_leases (
               _FORWARDED_COST),
     Migration(11, "a bulk import's messages indexed for search after the request, in slices",
               _deferred_message_index()),
-    Migration(12, "a summary of a long run of messages links them as one id span (store/summaries.py)",
+    Migration(12, "a summary of a long run of messages links them as one id span (store/source_spans.py)",
               _SOURCE_SPANS),
 )
 
