@@ -266,8 +266,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """`cpu_seconds` of a process and of every live descendant (a master and its workers)."""
+def process_tree(pid: int) -> list[int]:
+    """A process and every live descendant (a master and its workers), from /proc."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -275,12 +275,29 @@ def tree_cpu_seconds(pid: int) -> float:
         except OSError:  # exited meanwhile
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    total, todo = 0.0, [pid]
+    tree, todo = [], [pid]
     while todo:
         current = todo.pop()
-        with contextlib.suppress(OSError):
-            total += cpu_seconds(current)
+        tree.append(current)
         todo += children.get(current, [])
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """`cpu_seconds` of a process and of every live descendant."""
+    total = 0.0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(member)
+    return total
+
+
+def tree_rss_mb(pid: int) -> float:
+    """VmRSS of a process and of every live descendant, in MiB (pages shared by them count twice)."""
+    total = 0.0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            total += rss_mb(member)
     return total
 
 

@@ -10,9 +10,12 @@ anonymous memory (RssAnon: Python objects and malloc arenas, where a leak shows)
 pages (RssFile: code, plus SQLite's memory-mapped database when `store.mmap_mib` maps it). Growth is
 printed in MiB per 1k requests, plus a plateau check: the growth over the second half of the run
 against the first half (a leak grows as fast in both; a cache filling up grows in the first only).
-The run is bounded by `max_s` (it fails rather than hang).
+The run is bounded by `max_s` (it fails rather than hang). Beside it, LiteLLM's proxy (the peer,
+when `make bench-deps` installed it) takes the same traffic, `warmup + requests` requests, and its RSS
+is read the same way: ctxproxy's RSS at the end against LiteLLM's at its end (target: at most 1.5x).
 
     python -m bench.memory [--requests N] [--conversations N] [--concurrency N] [--mmap-mib N]
+                           [--no-litellm]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 import aiohttp
 
+from bench import litellm_proxy
 from bench.common import (
     HEADERS,
     MODEL,
@@ -38,10 +42,12 @@ from bench.common import (
     session,
     start_ctxproxy,
     start_upstream,
+    tree_rss_mb,
 )
 from config.settings import StoreSettings
 
 TARGET_MB_PER_1K = 0.1  # memory stays flat: the proxy runs for months
+TARGET_PEER_RATIO = 1.5  # ctxproxy's RSS at the end, at most this times LiteLLM's proxy's
 FULL = 0.95  # a cache holding this share of its bound is full (whole entries never fit exactly)
 Sample = dict[str, float]
 Fill = dict[str, tuple[float, float]]  # cache -> (bytes held, bound in bytes)
@@ -59,6 +65,7 @@ class Plan:
     fill_step: int = 500  # /metrics read every so many warm-up requests
     mmap_mib: int = StoreSettings.mmap_mib  # store.mmap_mib and store.cache_mib of the served store
     cache_mib: int = StoreSettings.cache_mib
+    peer: bool = True  # LiteLLM's proxy takes the same traffic too (when it is installed)
 
 
 class Pool:
@@ -80,14 +87,17 @@ class Pool:
         msgs.append({"role": "user", "content": f"conversation {i}: follow-up {len(msgs) // 2}"})
 
 
-def sample(proxy: Server, db: Path) -> Sample:
-    """RSS split (MiB) plus the resident part of the store's memory map and the store's file size."""
+def sample(proxy: Server, db: Path | None) -> Sample:
+    """RSS split (MiB) plus the resident part of the store's memory map and the store's file size;
+    for a server without a store (the peer), RSS of its whole process tree."""
+    if db is None:
+        return {"rss": tree_rss_mb(proxy.proc.pid)}
     size = sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
     return {**rss_split(proxy.proc.pid), "db_mapped": mapped_mb(proxy.proc.pid, db), "db_file": size / 2**20}
 
 
 async def drive(http: aiohttp.ClientSession, proxy: Server, pool: Pool, n: int, plan: Plan,
-                samples: list[Sample], db: Path) -> None:
+                samples: list[Sample], db: Path | None) -> None:
     """`n` requests from `plan.concurrency` workers; worker w cycles over conversations w, w+c, ..."""
     counter = [0]
 
@@ -166,7 +176,51 @@ async def run(plan: Plan) -> dict[str, Any]:
             "trend_mb_per_1k": slope(samples),
             "second_half_trend_mb_per_1k": slope(samples[len(samples) // 2:]),
             "target_mb_per_1k": TARGET_MB_PER_1K, "seconds": seconds,
-            "rps": plan.requests / seconds if seconds else 0.0, "samples": samples}
+            "rps": plan.requests / seconds if seconds else 0.0, "samples": samples,
+            "peer": await peer(plan, plan.warmup + plan.requests) if plan.peer else None}
+
+
+async def peer(plan: Plan, requests: int) -> dict[str, Any] | None:
+    """LiteLLM's proxy's RSS (its process tree) at start and after `requests` requests of the same
+    traffic, sampled as ctxproxy's; None when it is not installed."""
+    with tempfile.TemporaryDirectory(prefix="ctxbench-peer-") as tmp:
+        upstream = start_upstream(Path(tmp))
+        server = litellm_proxy.start(Path(tmp), upstream.url)
+        try:
+            if server is None:
+                return None
+            start, samples = sample(server, None), list[Sample]()
+            async with session(plan.concurrency * 2) as http:
+                began = time.perf_counter()
+                await asyncio.wait_for(drive(http, server, Pool(plan.conversations), requests, plan,
+                                             samples, None), plan.max_s)
+                seconds = time.perf_counter() - began
+            return {"name": "litellm", "requests": requests, "rss_start_mb": start["rss"],
+                    "rss_after_mb": sample(server, None)["rss"], "trend_mb_per_1k": slope(samples),
+                    "seconds": seconds, "samples": samples}
+        finally:
+            if server is not None:
+                server.stop()
+            upstream.stop()
+
+
+def peer_ratio(r: dict[str, Any]) -> float | None:
+    """ctxproxy's RSS at the end over the peer's at its end."""
+    peer_mb = r["peer"]["rss_after_mb"] if r.get("peer") else 0.0
+    return r["rss_after_mb"] / peer_mb if peer_mb else None
+
+
+def peer_text(r: dict[str, Any]) -> str:
+    """One line: the peer's RSS and the ratio against the target, or why there is none."""
+    p, ratio = r.get("peer"), peer_ratio(r)
+    if not p or ratio is None:
+        return "beside LiteLLM's proxy: " + litellm_proxy.SKIPPED
+    verdict = "met" if ratio <= TARGET_PEER_RATIO else "not met"
+    return (f"LiteLLM's proxy after {p['requests']} requests of the same traffic: "
+            f"{p['rss_after_mb']:.1f} MiB "
+            f"(start {p['rss_start_mb']:.1f}, trend {per_1k(p['trend_mb_per_1k'])} MiB per 1k, "
+            f"{p['requests'] / p['seconds']:.0f} req/s); ctxproxy/LiteLLM RSS {ratio:.2f}x "
+            f"(target <= {TARGET_PEER_RATIO:g}x: {verdict})")
 
 
 def growth(warm: Sample, after: Sample, requests: int) -> dict[str, float]:
@@ -249,6 +303,7 @@ def table(r: dict[str, Any]) -> str:
         f"plateau (first half, then second half): rss {halves(p['first_mb'], p['second_mb'])}; "
         f"anon {halves(p['anon_first_mb'], p['anon_second_mb'])}; all but the store mmap "
         f"{halves(p['unmapped_first_mb'], p['unmapped_second_mb'])}",
+        peer_text(r),
         f"rss every {every} requests (MiB): {trend('rss')}",
         f"anon every {every} requests (MiB): {trend('anon')}"])
 
@@ -270,10 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=Plan.concurrency)
     parser.add_argument("--mmap-mib", type=int, default=Plan.mmap_mib, help="store.mmap_mib of the server")
     parser.add_argument("--cache-mib", type=int, default=Plan.cache_mib, help="store.cache_mib of the server")
+    parser.add_argument("--no-litellm", action="store_true", help="leave LiteLLM's proxy out")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
     plan = Plan(requests=args.requests, conversations=args.conversations, concurrency=args.concurrency,
-                mmap_mib=args.mmap_mib, cache_mib=args.cache_mib)
+                mmap_mib=args.mmap_mib, cache_mib=args.cache_mib, peer=not args.no_litellm)
     result = asyncio.run(run(plan))
     print(table(result))
     if args.json:

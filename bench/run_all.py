@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import platform
 import sys
@@ -83,7 +84,8 @@ def run(quick: bool = False, with_litellm: bool = True, plan: dict[str, Any] | N
                              route_cpu.table, seconds),
         "cpu": timed_step("cpu vs history size", lambda: asyncio.run(cpu_scaling.run(p["cpu"])),
                           cpu_scaling.table, seconds),
-        "memory": timed_step("memory", lambda: asyncio.run(memory.run(p["memory"])), memory.table, seconds),
+        "memory": timed_step("memory", lambda: asyncio.run(memory.run(
+            dataclasses.replace(p["memory"], peer=with_litellm))), memory.table, seconds),
         "search": timed_step("search", lambda: search_bench.run(*p["search"]), search_bench.report, seconds),
         "store": timed_step("store soak", lambda: asyncio.run(store_soak.run(p["store"])), store_soak.table,
                             seconds),
@@ -122,6 +124,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "memory_growth_mb_per_1k": mem["growth_mb_per_1k"],
         "memory_anon_growth_mb_per_1k": mem["anon_growth_mb_per_1k"],
         "memory_unmapped_growth_mb_per_1k": mem["unmapped_growth_mb_per_1k"], "search_p99_ms": s["p99_ms"],
+        "memory_vs_litellm_rss": memory.peer_ratio(mem),
         "wal_max_mib": r["store"]["wal_max_bytes"] / store_soak.MIB,
         "bytes_per_stored_message": r["store"]["bytes_per_message"]}
     if t["targets"].get("litellm"):
@@ -157,6 +160,7 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
                  f"(anon {s['memory_anon_growth_mb_per_1k']:+.3f}; "
                  f"all but the store's mmap {s['memory_unmapped_growth_mb_per_1k']:+.3f}); "
                  f"search p99 {s['search_p99_ms']:.2f} ms")
+    lines.append("memory " + memory.peer_text(r["memory"]))
     lines.append(f"store: WAL max {s['wal_max_mib']:.1f} MiB; "
                  f"{s['bytes_per_stored_message']:.0f} bytes per stored message")
     return lines + _route_lines(r.get("routes")) + _scale_out_lines(r) + _import_lines(r.get("import_stall"))

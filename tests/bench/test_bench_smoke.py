@@ -4,6 +4,8 @@ loopback), prints its tables, and the results doc keeps the eval section. Nothin
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from bench import (
     bench_doc,
     cpu_scaling,
     import_stall,
+    litellm_proxy,
     memory,
     resend,
     route_cpu,
@@ -20,7 +23,8 @@ from bench import (
     store_soak,
     throughput,
 )
-from bench.common import cpu_seconds, history, mapped_mb, pct, rss_mb, rss_split
+from bench import memory as memory_bench
+from bench.common import cpu_seconds, history, mapped_mb, pct, process_tree, rss_mb, rss_split, tree_rss_mb
 from bench.memory import FILLED
 
 pytestmark = pytest.mark.integration  # the benches start servers as subprocesses
@@ -90,6 +94,8 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert after["anthropic_translations"][0] == 0  # chat traffic: no translations
     assert (memory["mmap_mib"], memory["after"]["db_mapped"]) == (0, 0)  # no map: nothing of the file in RSS
     assert all(v is not None for v in memory["plateau"].values())  # halves at 20 and 40 requests
+    assert memory["peer"] is None and memory_bench.peer_ratio(memory) is None  # with_litellm=False
+    assert memory_bench.peer_text(memory) == "beside LiteLLM's proxy: " + litellm_proxy.SKIPPED
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
     assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "resent 100k-token history",
                                                 "cpu per route", "cpu vs history size", "memory", "search",
@@ -153,5 +159,21 @@ def test_helpers() -> None:
     assert split["anon"] > 0 and split["file"] > 0 and split["rss"] == pytest.approx(
         split["anon"] + split["file"] + split["shmem"], abs=0.1)
     assert mapped_mb(os.getpid(), Path(os.__file__)) == 0.0  # a module read, never mapped
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_tree(os.getpid())[0] == os.getpid() and child.pid in process_tree(os.getpid())
+        assert tree_rss_mb(os.getpid()) > rss_mb(os.getpid())  # the child's RSS counted too
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_peer_ratio_is_ctxproxys_rss_over_litellms() -> None:
+    run = {"rss_after_mb": 300.0, "peer": {"requests": 21_000, "rss_start_mb": 150.0, "rss_after_mb": 250.0,
+                                           "trend_mb_per_1k": 0.02, "seconds": 100.0}}
+    assert memory_bench.peer_ratio(run) == pytest.approx(1.2)
+    assert memory_bench.peer_text(run).endswith("ctxproxy/LiteLLM RSS 1.20x (target <= 1.5x: met)")
+    assert "(target <= 1.5x: not met)" in memory_bench.peer_text({**run, "rss_after_mb": 400.0})
+    assert "210 req/s" in memory_bench.peer_text(run)
     fit_a, fit_b = cpu_scaling.fit([{"tokens": 1000, "cpu_ms": 3.0}, {"tokens": 11000, "cpu_ms": 5.0}])
     assert fit_a == pytest.approx(2.8) and fit_b == pytest.approx(200.0)
