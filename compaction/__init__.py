@@ -9,7 +9,7 @@ tools' own small face (compaction/recall/__init__.py). tests/compaction/test_pub
 
 from compaction import recall
 from compaction.engine import EarlyStart, Engine
-from compaction.llm import get_litellm, get_litellm_async
+from compaction.llm import bundled_model_windows, get_litellm, get_litellm_async
 from compaction.messages import OPAQUE_TEXT_FIELD
 from compaction.recall.result_budget import ResultBudget
 from compaction.resend.early_forward import EarlyForward
@@ -60,6 +60,7 @@ __all__ = [
     "bound_text",
     "build_request",
     "build_source_text",
+    "bundled_model_windows",
     "calibration_rates",
     "endpoint_identity",
     "get_litellm",

@@ -20,7 +20,7 @@ import secrets
 import socket
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -104,10 +104,12 @@ class Engine:
 
     def __init__(self, store: StoreBackend, settings: Settings, summarizer_for: SummarizerFor, *,
                  background: BackgroundCompactor | None = None,
-                 observer: CompactionObserver | None = None) -> None:
+                 observer: CompactionObserver | None = None,
+                 on_close: Callable[[], Awaitable[None]] | None = None) -> None:
         self.store = store
         self.settings = settings
         self._summarizer_for = summarizer_for
+        self._on_close = on_close  # the summarizer chooser's resources (an HTTP session), closed last
         self.observer: CompactionObserver = observer or NullObserver()
         self.background = background or BackgroundCompactor(on_error=self.observer.on_background_error)
         # One lock per conversation while someone holds or waits on it (weak: no growth).
@@ -211,6 +213,8 @@ class Engine:
 
     async def aclose(self) -> None:
         await self.background.aclose()
+        if self._on_close is not None:
+            await self._on_close()
 
     def _lock(self, conversation_id: str) -> asyncio.Lock:
         """The conversation's lock, shared by everyone currently using it."""

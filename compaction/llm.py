@@ -2,14 +2,16 @@
 
 Importing litellm costs seconds and, unless told otherwise, fetches a cost map over the network; so
 nothing here imports it at module import time, and the environment is prepared before it is.
-The tokenizer helpers locate litellm's bundled files *without* importing litellm, so token counting
-stays cheap and offline.
+The tokenizer helpers and the model windows read litellm's bundled files *without* importing litellm,
+so token counting and budgeting stay cheap and offline, and a proxy whose routes and summarizer all
+speak OpenAI's wire format never imports litellm at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +23,8 @@ from store.models import Message
 _TOKENIZERS_SUBDIR = ("litellm_core_utils", "tokenizers")
 ANTHROPIC_TOKENIZER_FILE = "anthropic_tokenizer.json"
 DEEPSEEK_TOKENIZER_FILE = "deepseek_tokenizer.json"
+MODEL_MAP_FILE = "model_prices_and_context_window_backup.json"  # litellm's offline cost map
+MAX_ALIAS_HOPS = 8
 
 
 @lru_cache(maxsize=1)
@@ -72,23 +76,53 @@ async def get_litellm_async() -> Any:
     return await asyncio.to_thread(get_litellm)
 
 
-def _model_info(model: str) -> dict[str, Any] | None:
-    litellm = get_litellm()
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:  # litellm raises bare Exception for unknown models
-        info = litellm.model_cost.get(model)
-    return dict(info) if info else None
+@lru_cache(maxsize=1)
+def bundled_model_windows() -> dict[str, int | str]:
+    """Input windows from litellm's bundled model map, read as JSON (litellm is never imported for
+    this: it holds ~180 MiB): model name -> its window, or -> the name it is an alias of."""
+    path = bundled_tokenizers_dir().parents[len(_TOKENIZERS_SUBDIR) - 1] / MODEL_MAP_FILE
+    windows: dict[str, int | str] = {}
+    for name, info in json.loads(path.read_text(encoding="utf-8")).items():
+        if not isinstance(info, dict):
+            continue
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        if isinstance(info.get("alias_of"), str):
+            windows[name] = info["alias_of"]
+        elif isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            windows[name] = window
+    return windows
+
+
+def _window_of(name: str) -> int | None:
+    """`name`'s window in the bundled map, following aliases (a bounded chain)."""
+    windows = bundled_model_windows()
+    found = windows.get(name)
+    for _ in range(MAX_ALIAS_HOPS):
+        if not isinstance(found, str):
+            break
+        found = windows.get(found)
+    return found if isinstance(found, int) else None
 
 
 def model_context_window(model: str) -> int | None:
-    """Input window of `model` from litellm's model metadata; None when litellm does not know it."""
-    candidates = [model]
-    if "/" in model:
-        candidates.append(model.split("/", 1)[1])
-    for name in candidates:
-        info = _model_info(name)
-        if not info:
+    """Input window of `model` from litellm's model metadata: the bundled map with the provider
+    prefixes stripped one by one (`openai/gpt-4o`, then `gpt-4o`), then, when litellm is loaded
+    (the configuration routes something through it), litellm's own resolution, which also knows
+    names the map lacks (dated Claude names, from its Bedrock entries). None when neither knows."""
+    parts = model.split("/")
+    for start in range(len(parts)):
+        window = _window_of("/".join(parts[start:]))
+        if window is not None:
+            return window
+    return _litellm_window(model) if litellm_loaded() else None
+
+
+def _litellm_window(model: str) -> int | None:
+    litellm = get_litellm()
+    for name in (model, model.split("/", 1)[-1]):
+        try:
+            info = litellm.get_model_info(name)
+        except Exception:  # litellm raises bare Exception for unknown models
             continue
         window = info.get("max_input_tokens") or info.get("max_tokens")
         if isinstance(window, int) and window > 0:

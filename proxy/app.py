@@ -54,8 +54,8 @@ def default_engine(store: StoreBackend, settings: Settings, metrics: Metrics,
     from proxy.observability.observer import ProxyObserver
     from proxy.summarizers import SummarizerChooser
 
-    return Engine(store, settings, SummarizerChooser(settings),
-                  observer=ProxyObserver(metrics, logger))
+    chooser = SummarizerChooser(settings)
+    return Engine(store, settings, chooser, observer=ProxyObserver(metrics, logger), on_close=chooser.aclose)
 
 
 def create_app(settings: Settings, *, engine_factory: EngineFactory | None = None,

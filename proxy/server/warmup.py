@@ -1,4 +1,5 @@
-"""Start-up warm-up: litellm and the configured models' tokenizers loaded in a worker thread.
+"""Start-up warm-up: litellm (when a route or the summarizer needs it), the model map and the
+configured models' tokenizers, loaded in a worker thread.
 
 Importing litellm takes seconds and a tokenizer's tables about one; done on the event loop (the
 first summarizer call, a model's first request) they stalled every request, /healthz included.
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from config.errors import NotReadyError
-from config.settings import Settings
+from config.settings import LOCAL_EXTRACTIVE, LiteLLMParams, Settings
 from proxy import appkeys
 
 
@@ -45,11 +46,29 @@ def tokenizer_models(settings: Settings) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def load_heavy(settings: Settings) -> None:
-    """The blocking part (a worker thread runs it): import litellm, load every needed tokenizer."""
-    from compaction import TokenCounter, get_litellm
+def needs_litellm(settings: Settings) -> bool:
+    """Whether some route or the summarizer goes through litellm: a model entry that does not speak
+    OpenAI's wire format, or a summarizer whose endpoint or `extra` only litellm takes. Otherwise
+    litellm (~180 MiB, seconds to import) is never loaded."""
+    from proxy.summarizers import speaks_openai_wire
 
-    get_litellm()
+    if any(not m.litellm_params.uses_openai_wire for m in settings.model_list):
+        return True
+    s = settings.summarizer
+    if s.model == LOCAL_EXTRACTIVE:
+        return False
+    endpoint = LiteLLMParams(s.model or "openai/any", s.api_base if s.model else None, None, dict(s.extra))
+    return not speaks_openai_wire(endpoint)
+
+
+def load_heavy(settings: Settings) -> None:
+    """The blocking part (a worker thread runs it): litellm when the configuration needs it, the
+    model map, every needed tokenizer."""
+    from compaction import TokenCounter, bundled_model_windows, get_litellm
+
+    if needs_litellm(settings):
+        get_litellm()
+    bundled_model_windows()
     for name in tokenizer_models(settings):
         TokenCounter.for_model(name)
 

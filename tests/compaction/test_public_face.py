@@ -17,7 +17,7 @@ FACE = [
     "LiteLLMSummarizer", "Message", "PreparedRequest", "ResultBudget", "SizedLru", "Summarizer",
     "SummarizerChoice",
     "SummaryRequest", "TokenCounter", "WindowSource", "back_references", "bound_text", "build_request",
-    "build_source_text",
+    "build_source_text", "bundled_model_windows",
     "calibration_rates", "endpoint_identity", "get_litellm", "get_litellm_async", "group_messages",
     "is_unchanged_marker", "recall", "redact", "redact_obj",
     "resolve_context_window",
