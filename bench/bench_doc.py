@@ -92,7 +92,9 @@ def _memory_search(m: dict[str, Any], s: dict[str, Any]) -> list[str]:
             f"ctxproxy RSS over {m['requests']:,} requests ({m['conversations']:,} growing conversations, "
             f"concurrency {m['concurrency']}) after {m['warmup']:,} warm-up requests (caches "
             f"{'full' if m['caches_full'] else 'not all full'}: {fill_text(m['caches_warm'])}): "
-            f"{m['rss_start_mb']:.1f} MiB at start, {m['rss_warm_mb']:.1f} MiB after warm-up (anon "
+            f"{m['rss_start_mb']:.1f} MiB at start (config: the chat model over OpenAI's wire format, so "
+            f"litellm is not loaded; with an `anthropic/` entry as well, litellm loaded: "
+            f"{m['rss_idle_with_litellm_mb']:.1f} MiB), {m['rss_warm_mb']:.1f} MiB after warm-up (anon "
             f"{w['anon']:.1f}, file {w['file']:.1f}), {m['rss_after_mb']:.1f} MiB at the end (anon "
             f"{a['anon']:.1f}, file {a['file']:.1f}). **Trend (least squares over a sample every 1k "
             f"requests): {per_1k(m['trend_mb_per_1k'])} MiB per 1k requests; target <= "
@@ -160,7 +162,7 @@ def _imports(r: dict[str, Any] | None) -> list[str]:
 
 
 def _scale_out(r: dict[str, Any] | None) -> list[str]:
-    """Throughput and CPU per request with 1 and 2 workers and 2 PostgreSQL replicas."""
+    """Throughput and CPU per request with 1 and 2 workers, and 1 and 2 PostgreSQL processes."""
     if not r or not r.get("sqlite 1 worker"):
         return []
     one = r["sqlite 1 worker"]
@@ -169,11 +171,12 @@ def _scale_out(r: dict[str, Any] | None) -> list[str]:
             for name, f in r.items() if f]
     return ["", "### Scaling out", "",
             "Small requests at concurrency 32 (`python -m bench.scale_out`): the upstream called directly, "
-            "SQLite with 1 and 2 workers, 2 replicas on one PostgreSQL database; CPU per request of the "
-            "target's processes (master, workers, replicas) from /proc. The load generator and the fake "
-            "upstream share the machine's cores with the target, so a second worker finds little CPU free: "
-            "the issue's test there is CPU per request unchanged with 2 workers, and PostgreSQL's within "
-            "1.3x SQLite's.", "",
+            "SQLite with 1 and 2 workers, 1 process and 2 replicas on one PostgreSQL database (each on a "
+            "fresh one); CPU per request of the target's processes (master, workers, replicas) from /proc. "
+            "The load generator and the fake upstream share the machine's cores with the target, so a "
+            "second worker finds little CPU free: the issue's test there is CPU per request unchanged with "
+            "2 workers, and PostgreSQL's within 1.3x SQLite's (1 process against 1 worker: the backend's "
+            "own cost; the replicas add what a second process costs).", "",
             "| target | rps, 32 conversations | rps, one conversation | p99 ms (32 conversations) | "
             "CPU ms / request | CPU vs 1 worker |", "|---|---:|---:|---:|---:|---:|", *rows]
 

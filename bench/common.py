@@ -232,15 +232,18 @@ def start_floor(workdir: Path, upstream_url: str) -> Server:
 
 
 def ctxproxy_config(upstream_url: str, db: Path, window: int, extractive: bool = False,
-                    background: bool = True, store: Mapping[str, int] | None = None) -> str:
-    """YAML for `ctxproxy serve`: a chat model and a Claude model routed to the fake upstream;
-    `store`: more store keys."""
+                    background: bool = True, store: Mapping[str, int] | None = None,
+                    claude: bool = True) -> str:
+    """YAML for `ctxproxy serve`: a chat model and (`claude`) a Claude model routed to the fake
+    upstream (an `anthropic/` entry: litellm is loaded for it); `store`: more store keys."""
     lines = ["model_list:", f"  - model_name: {MODEL}", "    litellm_params:",
              f"      model: openai/{MODEL}", f"      api_base: {upstream_url}",
-             f"    context_window: {window}",
-             f"  - model_name: {CLAUDE_MODEL}", "    litellm_params:",  # the fake's Messages API
-             f"      model: anthropic/{CLAUDE_MODEL}", f"      api_base: {upstream_url.removesuffix('/v1')}",
-             f"    context_window: {window}", "compaction:", f"  background: {str(background).lower()}",
+             f"    context_window: {window}"]
+    if claude:  # the fake's Messages API
+        lines += [f"  - model_name: {CLAUDE_MODEL}", "    litellm_params:",
+                  f"      model: anthropic/{CLAUDE_MODEL}",
+                  f"      api_base: {upstream_url.removesuffix('/v1')}", f"    context_window: {window}"]
+    lines += ["compaction:", f"  background: {str(background).lower()}",
              "store:", f"  path: {db}", *(f"  {k}: {v}" for k, v in (store or {}).items()),
              "server:", "  log_level: info"]
     if extractive:
@@ -249,10 +252,13 @@ def ctxproxy_config(upstream_url: str, db: Path, window: int, extractive: bool =
 
 
 def start_ctxproxy(workdir: Path, upstream_url: str, window: int = 1_000_000, extractive: bool = False,
-                   name: str = "ctxproxy", store: Mapping[str, int] | None = None) -> Server:
-    """`ctxproxy serve` as a subprocess with its own store under `workdir` (`store`: more store keys)."""
+                   name: str = "ctxproxy", store: Mapping[str, int] | None = None,
+                   claude: bool = True) -> Server:
+    """`ctxproxy serve` as a subprocess with its own store under `workdir` (`store`: more store keys;
+    `claude`: with the Claude entry)."""
     cfg = workdir / f"{name}.yaml"
-    cfg.write_text(ctxproxy_config(upstream_url, workdir / f"{name}.db", window, extractive, store=store))
+    cfg.write_text(ctxproxy_config(upstream_url, workdir / f"{name}.db", window, extractive, store=store,
+                                   claude=claude))
     port = free_port()
     argv = [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--port", str(port)]
     return spawn(name, argv, port, "/readyz", workdir / f"{name}.log")

@@ -1,5 +1,9 @@
 """RSS of the ctxproxy process over 20k small requests (concurrency 32), once its caches are full.
 
+The server's config routes the chat model over OpenAI's wire format only (the traffic is chat), so
+litellm is not loaded; the idle RSS of the same config plus an `anthropic/` entry (litellm loaded,
+~180 MiB more) is read beside it.
+
 1000 conversations grow turn by turn (each request resends its conversation plus the previous reply
 and a new user message), so the store and every per-conversation structure are exercised. Warm-up:
 `warmup` requests, then more of the same traffic until every bounded cache /metrics reports
@@ -151,8 +155,9 @@ async def warm_up(http: aiohttp.ClientSession, proxy: Server, pool: Pool, plan: 
 async def run(plan: Plan) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ctxbench-") as tmp:
         upstream = start_upstream(Path(tmp))
+        with_litellm = idle_rss(Path(tmp), upstream.url)
         proxy = start_ctxproxy(Path(tmp), upstream.url, store={"mmap_mib": plan.mmap_mib,
-                                                               "cache_mib": plan.cache_mib})
+                                                               "cache_mib": plan.cache_mib}, claude=False)
         db = Path(tmp) / "ctxproxy.db"
         try:
             start = sample(proxy, db)
@@ -169,7 +174,8 @@ async def run(plan: Plan) -> dict[str, Any]:
             upstream.stop()
     return {"requests": plan.requests, "warmup": warmed, "conversations": plan.conversations,
             "concurrency": plan.concurrency, "mmap_mib": plan.mmap_mib, "cache_mib": plan.cache_mib,
-            "rss_start_mb": start["rss"], "rss_warm_mb": warm["rss"],
+            "rss_start_mb": start["rss"], "rss_idle_with_litellm_mb": with_litellm,
+            "rss_warm_mb": warm["rss"],
             "rss_after_mb": after["rss"], "start": start, "warm": warm, "after": after,
             "caches_warm": warm_fill, "caches_after": after_fill, "caches_full": is_full(warm_fill),
             **growth(warm, after, plan.requests), "plateau": plateau(warm, samples, plan.requests),
@@ -178,6 +184,16 @@ async def run(plan: Plan) -> dict[str, Any]:
             "target_mb_per_1k": TARGET_MB_PER_1K, "seconds": seconds,
             "rps": plan.requests / seconds if seconds else 0.0, "samples": samples,
             "peer": await peer(plan, plan.warmup + plan.requests) if plan.peer else None}
+
+
+def idle_rss(workdir: Path, upstream_url: str) -> float:
+    """RSS (MiB) of a ready ctxproxy whose config also has an `anthropic/` entry, so litellm is
+    loaded: what the measured server (OpenAI-wire entries only, chat traffic) leaves out."""
+    server = start_ctxproxy(workdir, upstream_url, name="ctxproxy-litellm")
+    try:
+        return rss_split(server.proc.pid)["rss"]
+    finally:
+        server.stop()
 
 
 async def peer(plan: Plan, requests: int) -> dict[str, Any] | None:
@@ -288,7 +304,8 @@ def table(r: dict[str, Any]) -> str:
         f"store.mmap_mib {r['mmap_mib']})",
         f"caches after warm-up ({'full' if r['caches_full'] else 'NOT full'}): "
         f"{fill_text(r['caches_warm'])}; at the end: {fill_text(r['caches_after'])}",
-        f"rss at start {r['rss_start_mb']:.1f} MiB, after warm-up {r['rss_warm_mb']:.1f} MiB "
+        f"rss at start {r['rss_start_mb']:.1f} MiB ({r['rss_idle_with_litellm_mb']:.1f} with an anthropic/ "
+        f"entry, litellm loaded), after warm-up {r['rss_warm_mb']:.1f} MiB "
         f"(anon {r['warm']['anon']:.1f}, file {r['warm']['file']:.1f}), after {r['requests']} requests "
         f"{r['rss_after_mb']:.1f} MiB (anon {r['after']['anon']:.1f}, file {r['after']['file']:.1f})",
         f"growth from warm-up to the end {r['growth_mb']:+.1f} MiB ({r['growth_mb_per_1k']:+.3f} MiB per 1k "

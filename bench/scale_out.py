@@ -1,8 +1,9 @@
 """Scaling out: requests per second at concurrency 32, side by side with the upstream called directly.
 
 Targets, each its own processes on loopback against one fake upstream process: the upstream direct;
-ctxproxy with 1 and with 2 workers (`serve --workers 2`) on SQLite; 2 ctxproxy replicas sharing one
-PostgreSQL database (the load alternates between them; skipped when no PostgreSQL server answers).
+ctxproxy with 1 and with 2 workers (`serve --workers 2`) on SQLite; 1 ctxproxy process on PostgreSQL
+(the backend's own cost against SQLite's) and 2 replicas sharing one PostgreSQL database (the load
+alternates between them); each on a fresh database, skipped when no PostgreSQL server answers.
 Figures are printed as measured, plus each rate as a ratio of the direct one and of 1 worker, and
 the CPU per request of the target's processes (master, workers, replicas; from /proc): the issue's
 test of scaling where the load generator shares the cores is CPU per request unchanged with 2.
@@ -102,7 +103,7 @@ async def _measure_started(servers: list[Server], n: int) -> dict[str, float]:
 async def run(n: int) -> dict[str, dict[str, float] | None]:
     """Every target in turn (one at a time: they would share the cores otherwise)."""
     figures: dict[str, dict[str, float] | None] = {}
-    with tempfile.TemporaryDirectory(prefix="ctxscale-") as tmp, pg_database() as pg_url:
+    with tempfile.TemporaryDirectory(prefix="ctxscale-") as tmp:
         work = Path(tmp)
         upstream = start_upstream(work)
         try:
@@ -111,11 +112,21 @@ async def run(n: int) -> dict[str, dict[str, float] | None]:
                 [start_proxy(work, "one", upstream.url)], n)
             figures["sqlite 2 workers"] = await _measure_started(
                 [start_proxy(work, "two", upstream.url, workers=2)], n)
-            figures["postgres 2 replicas"] = None if pg_url is None else await _measure_started(
-                [start_proxy(work, f"pg{i}", upstream.url, store_url=pg_url) for i in (1, 2)], n)
+            for replicas in (1, 2):
+                figures[f"postgres {replicas} replica{'s' if replicas > 1 else ''}"] = await _on_postgres(
+                    work, upstream.url, replicas, n)
         finally:
             upstream.stop()
     return figures
+
+
+async def _on_postgres(work: Path, upstream_url: str, replicas: int, n: int) -> dict[str, float] | None:
+    """`replicas` ctxproxy processes sharing a fresh PostgreSQL database (None: no server answers)."""
+    with pg_database() as pg_url:
+        if pg_url is None:
+            return None
+        return await _measure_started([start_proxy(work, f"pg{replicas}-{i}", upstream_url, store_url=pg_url)
+                                       for i in range(replicas)], n)
 
 
 def table(figures: Mapping[str, Mapping[str, float] | None], n: int) -> str:

@@ -95,6 +95,7 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert (memory["mmap_mib"], memory["after"]["db_mapped"]) == (0, 0)  # no map: nothing of the file in RSS
     assert all(v is not None for v in memory["plateau"].values())  # halves at 20 and 40 requests
     assert memory["peer"] is None and memory_bench.peer_ratio(memory) is None  # with_litellm=False
+    assert memory["rss_idle_with_litellm_mb"] > memory["rss_start_mb"] + 100  # litellm's ~180 MiB
     assert memory_bench.peer_text(memory) == "beside LiteLLM's proxy: " + litellm_proxy.SKIPPED
     assert tiny_run["search"]["queries"] == 6 and tiny_run["search"]["messages"] == 400
     assert set(tiny_run["meta"]["seconds"]) == {"proxy overhead", "resent 100k-token history",
@@ -106,7 +107,8 @@ def test_result_shape_and_summary(tiny_run: dict[str, Any]) -> None:
     assert all(r[target][k] > 0 for target in ("direct", "ctxproxy") for k in ("p50_ms", "p99_ms"))
     assert r["added"]["p50_ms"] == pytest.approx(r["ctxproxy"]["p50_ms"] - r["direct"]["p50_ms"])
     assert r["met"] == (r["added"]["p50_ms"] <= 5.0 and r["added"]["p99_ms"] <= 15.0)
-    assert {"direct", "sqlite 1 worker", "sqlite 2 workers"} <= set(tiny_run["scale_out"])
+    assert set(tiny_run["scale_out"]) == {"direct", "sqlite 1 worker", "sqlite 2 workers",  # PostgreSQL's
+                                          "postgres 1 replica", "postgres 2 replicas"}  # None if absent
     assert all(f["rps_one"] > 0 and f["rps_many"] > 0 for f in tiny_run["scale_out"].values() if f)
     scaled = {name: f for name, f in tiny_run["scale_out"].items() if f and name != "direct"}
     assert all(f["cpu_one_ms"] > 0 and f["cpu_many_ms"] > 0 for f in scaled.values())  # workers counted too
