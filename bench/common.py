@@ -291,19 +291,19 @@ def process_tree(pid: int) -> list[int]:
 
 def tree_cpu_seconds(pid: int) -> float:
     """`cpu_seconds` of a process and of every live descendant."""
-    total = 0.0
-    for member in process_tree(pid):
-        with contextlib.suppress(OSError):
-            total += cpu_seconds(member)
-    return total
+    return _tree_sum(pid, cpu_seconds)
 
 
 def tree_rss_mb(pid: int) -> float:
     """VmRSS of a process and of every live descendant, in MiB (pages shared by them count twice)."""
+    return _tree_sum(pid, rss_mb)
+
+
+def _tree_sum(pid: int, measure: Callable[[int], float]) -> float:
     total = 0.0
     for member in process_tree(pid):
-        with contextlib.suppress(OSError):
-            total += rss_mb(member)
+        with contextlib.suppress(OSError):  # exited meanwhile
+            total += measure(member)
     return total
 
 
