@@ -42,6 +42,7 @@ from bench.common import (
     MODEL,
     Server,
     mapped_mb,
+    rss_mb,
     rss_split,
     session,
     start_ctxproxy,
@@ -191,7 +192,7 @@ def idle_rss(workdir: Path, upstream_url: str) -> float:
     loaded: what the measured server (OpenAI-wire entries only, chat traffic) leaves out."""
     server = start_ctxproxy(workdir, upstream_url, name="ctxproxy-litellm")
     try:
-        return rss_split(server.proc.pid)["rss"]
+        return rss_mb(server.proc.pid)
     finally:
         server.stop()
 

@@ -28,14 +28,19 @@ MAX_ALIAS_HOPS = 8
 
 
 @lru_cache(maxsize=1)
-def bundled_tokenizers_dir() -> Path:
-    """Directory of the tokenizer files litellm ships (found via import metadata, not by importing)."""
+def litellm_package_dir() -> Path:
+    """Where litellm is installed (found via import metadata, not by importing it)."""
     spec = importlib.util.find_spec("litellm")
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:
-        raise CtxProxyError("litellm is not installed; its bundled tokenizer files are required",
-                            code="dependency_missing")
-    return Path(locations[0]).joinpath(*_TOKENIZERS_SUBDIR)
+        raise CtxProxyError("litellm is not installed; its bundled tokenizer files and model map are "
+                            "required", code="dependency_missing")
+    return Path(locations[0])
+
+
+def bundled_tokenizers_dir() -> Path:
+    """Directory of the tokenizer files litellm ships."""
+    return litellm_package_dir().joinpath(*_TOKENIZERS_SUBDIR)
 
 
 def ensure_tiktoken_cache_dir() -> str:
@@ -80,9 +85,9 @@ async def get_litellm_async() -> Any:
 def bundled_model_windows() -> dict[str, int | str]:
     """Input windows from litellm's bundled model map, read as JSON (litellm is never imported for
     this: it holds ~180 MiB): model name -> its window, or -> the name it is an alias of."""
-    path = bundled_tokenizers_dir().parents[len(_TOKENIZERS_SUBDIR) - 1] / MODEL_MAP_FILE
     windows: dict[str, int | str] = {}
-    for name, info in json.loads(path.read_text(encoding="utf-8")).items():
+    raw = json.loads((litellm_package_dir() / MODEL_MAP_FILE).read_text(encoding="utf-8"))
+    for name, info in raw.items():
         if not isinstance(info, dict):
             continue
         window = info.get("max_input_tokens") or info.get("max_tokens")
@@ -119,7 +124,7 @@ def model_context_window(model: str) -> int | None:
 
 def _litellm_window(model: str) -> int | None:
     litellm = get_litellm()
-    for name in (model, model.split("/", 1)[-1]):
+    for name in dict.fromkeys((model, model.split("/", 1)[-1])):  # once when there is no prefix
         try:
             info = litellm.get_model_info(name)
         except Exception:  # litellm raises bare Exception for unknown models

@@ -96,6 +96,18 @@ class SummarizerChooser:
                                  temperature=s.temperature, extra=dict(s.extra))
 
 
+def summaries_need_litellm(settings: Settings) -> bool:
+    """Whether some turn's summarizer would be a LiteLLMSummarizer (`SummarizerChooser._make`'s
+    choice, made for the configured summarizer, else for each model entry's upstream)."""
+    s = settings.summarizer
+    if s.model == LOCAL_EXTRACTIVE:
+        return False
+    endpoints = ([(s.model, s.api_base)] if s.model else
+                 [(m.litellm_params.model, m.litellm_params.api_base) for m in settings.model_list])
+    return any(not speaks_openai_wire(LiteLLMParams(model, api_base, None, dict(s.extra)))
+               for model, api_base in endpoints)
+
+
 def speaks_openai_wire(params: LiteLLMParams) -> bool:
     """The endpoint takes OpenAI's chat format at a known URL, and every `summarizer.extra` key is
     one the fast path applies (anything else is litellm's to interpret)."""

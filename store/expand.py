@@ -53,7 +53,7 @@ def _load_summaries(run: Runner, ids: list[str]) -> dict[str, dict[str, Any]]:
     for r in run("SELECT summary_id, source_id FROM summary_sources WHERE tenant_id = :tenant "
                  f"AND summary_id IN {marks} ORDER BY summary_id, ord", params):
         sources[r["summary_id"]].append(r["source_id"])
-    for sid, refs in span_sources(run, [sid for sid, found in sources.items() if not found]).items():
+    for sid, refs in span_sources(run, [sid for sid, linked in sources.items() if not linked]).items():
         sources[sid] = [source_id for _, source_id in refs]
     return {r["id"]: {"kind": "summary", "id": r["id"], "conversation_id": r["conversation_id"],
                       "role": None, "text": r["content"], "depth": r["depth"],

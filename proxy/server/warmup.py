@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from config.errors import NotReadyError
-from config.settings import LOCAL_EXTRACTIVE, LiteLLMParams, Settings
+from config.settings import Settings
 from proxy import appkeys
 
 
@@ -50,15 +50,10 @@ def needs_litellm(settings: Settings) -> bool:
     """Whether some route or the summarizer goes through litellm: a model entry that does not speak
     OpenAI's wire format, or a summarizer whose endpoint or `extra` only litellm takes. Otherwise
     litellm (~180 MiB, seconds to import) is never loaded."""
-    from proxy.summarizers import speaks_openai_wire
+    from proxy.summarizers import summaries_need_litellm
 
-    if any(not m.litellm_params.uses_openai_wire for m in settings.model_list):
-        return True
-    s = settings.summarizer
-    if s.model == LOCAL_EXTRACTIVE:
-        return False
-    endpoint = LiteLLMParams(s.model or "openai/any", s.api_base if s.model else None, None, dict(s.extra))
-    return not speaks_openai_wire(endpoint)
+    routed = any(not m.litellm_params.uses_openai_wire for m in settings.model_list)
+    return routed or summaries_need_litellm(settings)
 
 
 def load_heavy(settings: Settings) -> None:

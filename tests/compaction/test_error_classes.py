@@ -31,11 +31,11 @@ async def test_recall_argument_errors_become_json_errors(tmp_path: Path, name: s
 
 
 def test_missing_litellm_is_a_ctxproxy_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    llm.bundled_tokenizers_dir.cache_clear()
+    llm.litellm_package_dir.cache_clear()
     monkeypatch.setattr(importlib.util, "find_spec", lambda _name: None)
     try:
         with pytest.raises(CtxProxyError, match="litellm is not installed"):
             llm.bundled_tokenizers_dir()
     finally:
         monkeypatch.undo()
-        llm.bundled_tokenizers_dir.cache_clear()
+        llm.litellm_package_dir.cache_clear()
